@@ -1,0 +1,8 @@
+//! The berth compiler: `.berth` sources in, diagnostics, IR and a verified placement plan out.
+//!
+//! Pure: no files, no network, no clock, no threads other than rayon's pool. The runtime
+//! crate reads files and calls into here (see ARCHITECTURE.md).
+
+pub mod diagnostics;
+pub mod source;
+pub mod syntax;

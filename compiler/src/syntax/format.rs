@@ -1,0 +1,1 @@
+//! The canonical formatter (`berth fmt`): comments kept, idempotent.
