@@ -5,6 +5,7 @@
 
 pub mod diagnostics;
 pub mod ir;
+pub mod placement;
 pub mod plan;
 pub mod source;
 pub mod syntax;
