@@ -81,6 +81,7 @@ pub fn build_options(
 ) -> Vec<Vec<Opt>> {
     (0..ir.workloads.len())
         .into_par_iter()
+        .with_min_len(16)
         .map(|w| workload_options(ir, index, matrix, policy, w))
         .collect()
 }
@@ -239,9 +240,15 @@ pub fn assign(
         p.sort_unstable();
         p.dedup();
     }
-    let permitted: Vec<usize> = (0..n)
-        .into_par_iter()
-        .map(|w| matrix.row(w).iter().filter(|v| v.is_ok()).count())
+    // Permitted targets per workload: the targets its options are on.
+    let permitted: Vec<usize> = options
+        .iter()
+        .map(|opts| {
+            let mut targets: Vec<u32> = opts.iter().map(|o| o.target).collect();
+            targets.sort_unstable();
+            targets.dedup();
+            targets.len()
+        })
         .collect();
     let mut order: Vec<u32> = (0..n as u32).collect();
     order.sort_by(|&a, &b| {

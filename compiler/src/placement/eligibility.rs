@@ -1,7 +1,7 @@
 //! Eligibility: which targets can technically run each workload.
 //!
 //! Every (workload, target) pair is checked, rows in parallel with rayon (each row's targets
-//! in parallel chunks too), writing one [`Verdict`] per pair into a dense matrix in place:
+//! in parallel chunks too), writing one [`Cell`] per pair into a dense matrix in place:
 //! the result does not depend on scheduling. Checks run in a fixed order and the first one
 //! that fails is recorded (see `docs/placement.md`):
 //!
@@ -21,7 +21,7 @@
 //! up.
 
 use super::index::{EstateIndex, Partition, PoolKind, UNKNOWN_NAME};
-use super::verdict::{NO_DETAIL, Reason, Verdict};
+use super::verdict::{Cell, NO_DETAIL, Reason, Verdict};
 use crate::ir::{EnvClass, Ir, Workload};
 use rayon::prelude::*;
 
@@ -38,20 +38,44 @@ pub enum PoolFit {
     Fails(Reason),
 }
 
-/// One verdict per (workload, target) pair, plus each workload's fit per pool kind.
+/// One cell per (workload, target) pair, plus each workload's fit per pool kind.
 ///
-/// Eligibility writes it; the policy stage then replaces the verdict of eligible pairs it
-/// excludes, so a cell always holds the first stage's reason for rejecting the pair.
+/// Eligibility writes it; the policy stage then replaces the cell of eligible pairs it
+/// excludes, so a cell always holds the first stage's reason for rejecting the pair. Cells
+/// keep the reason only (one byte: 20 million pairs are 20 MB); [`Self::explain`] recomputes
+/// an eligibility verdict with its detail for the rejections a plan lists.
 #[derive(Clone, Debug, Default)]
 pub struct EligibilityMatrix {
     n_targets: usize,
+    cells: Vec<Cell>,
+    fits: FitTable,
+}
+
+/// How each workload fits each pool kind.
+#[derive(Clone, Debug, Default)]
+pub struct FitTable {
     n_kinds: usize,
-    cells: Vec<Verdict>,
     fits: Vec<PoolFit>,
 }
 
-/// Targets per parallel task inside a row: big enough to amortise task overhead.
-const TARGET_CHUNK: usize = 512;
+impl FitTable {
+    /// How workload `w` fits pools of kind `k`.
+    pub fn fit(&self, w: usize, kind: u32) -> PoolFit {
+        self.fits
+            .get(w * self.n_kinds + kind as usize)
+            .copied()
+            .unwrap_or(PoolFit::Fails(Reason::Accelerator))
+    }
+
+    fn row(&self, w: usize) -> &[PoolFit] {
+        self.fits
+            .get(w * self.n_kinds..(w + 1) * self.n_kinds)
+            .unwrap_or(&[])
+    }
+}
+
+/// Pairs per parallel task, at least: enough to amortise a task's cost.
+const PAIRS_PER_TASK: usize = 16 * 1024;
 
 impl EligibilityMatrix {
     /// Checks every pair.
@@ -63,6 +87,7 @@ impl EligibilityMatrix {
         if n_kinds > 0 {
             fits.par_chunks_mut(n_kinds)
                 .zip(ir.workloads.par_iter())
+                .with_min_len(64)
                 .for_each(|(row, w)| {
                     for (fit, kind) in row.iter_mut().zip(&index.kinds) {
                         *fit = pool_fit(ir, w, kind);
@@ -71,65 +96,82 @@ impl EligibilityMatrix {
         }
         let mut matrix = EligibilityMatrix {
             n_targets,
-            n_kinds,
-            cells: vec![Verdict::OK; n_workloads * n_targets],
-            fits,
+            cells: vec![Cell::OK; n_workloads * n_targets],
+            fits: FitTable { n_kinds, fits },
         };
         if n_targets == 0 {
             return matrix;
         }
         let fits = &matrix.fits;
+        // Rows in parallel, several per task when rows are short; a long row (few workloads,
+        // many targets) is itself split into chunks.
+        let rows_per_task = (PAIRS_PER_TASK / n_targets).max(1);
+        let chunk = n_targets.min(PAIRS_PER_TASK);
         matrix
             .cells
             .par_chunks_mut(n_targets)
             .enumerate()
+            .with_min_len(rows_per_task)
             .for_each(|(w, row)| {
-                let ctx = RowContext::new(ir, index, w, &fits[w * n_kinds..(w + 1) * n_kinds]);
-                row.par_chunks_mut(TARGET_CHUNK)
+                let ctx = RowContext::new(ir, index, w, fits.row(w));
+                row.par_chunks_mut(chunk)
                     .enumerate()
-                    .for_each(|(chunk, cells)| {
-                        let first = chunk * TARGET_CHUNK;
+                    .for_each(|(c, cells)| {
+                        let first = c * chunk;
                         for (i, cell) in cells.iter_mut().enumerate() {
-                            *cell = ctx.check(first + i);
+                            *cell = Cell::from(ctx.check(first + i));
                         }
                     });
             });
         matrix
     }
 
+    /// The first failing eligibility requirement of pair (`w`, `t`), with its detail.
+    pub fn explain(&self, ir: &Ir, index: &EstateIndex, w: usize, t: usize) -> Verdict {
+        if w >= ir.workloads.len() || t >= ir.targets.len() {
+            return Verdict::OK;
+        }
+        RowContext::new(ir, index, w, self.fits.row(w)).check(t)
+    }
+
     pub fn n_targets(&self) -> usize {
         self.n_targets
     }
 
-    pub fn get(&self, w: usize, t: usize) -> Verdict {
+    pub fn get(&self, w: usize, t: usize) -> Cell {
         self.cells
             .get(w * self.n_targets + t)
             .copied()
             .unwrap_or_default()
     }
 
-    pub fn row(&self, w: usize) -> &[Verdict] {
+    pub fn row(&self, w: usize) -> &[Cell] {
         self.cells
             .get(w * self.n_targets..(w + 1) * self.n_targets)
             .unwrap_or(&[])
     }
 
-    /// Mutable rows, for the policy stage.
-    pub fn rows_mut(&mut self) -> impl IndexedParallelIterator<Item = (usize, &mut [Verdict])> {
-        self.cells.par_chunks_mut(self.n_targets.max(1)).enumerate()
+    /// The cells, for the policy stage to refine, and the fits it reads meanwhile.
+    pub fn cells_mut(&mut self) -> (&mut [Cell], &FitTable) {
+        (&mut self.cells, &self.fits)
     }
 
     /// How workload `w` fits pools of kind `k`.
     pub fn fit(&self, w: usize, kind: u32) -> PoolFit {
-        self.fits
-            .get(w * self.n_kinds + kind as usize)
-            .copied()
-            .unwrap_or(PoolFit::Fails(Reason::Accelerator))
+        self.fits.fit(w, kind)
     }
 
-    /// Number of pairs whose verdict is still OK.
+    pub fn fits(&self) -> &FitTable {
+        &self.fits
+    }
+
+    /// Number of pairs still OK.
     pub fn ok_count(&self) -> usize {
-        self.cells.iter().filter(|v| v.is_ok()).count()
+        self.cells
+            .par_iter()
+            .with_min_len(1 << 16)
+            .filter(|v| v.is_ok())
+            .count()
     }
 }
 
@@ -418,7 +460,7 @@ mod tests {
         let index = EstateIndex::build(&ir);
         let m = EligibilityMatrix::compute(&ir, &index);
         assert_eq!(
-            m.get(0, 0).detail(),
+            m.explain(&ir, &index, 0, 0).detail(),
             1,
             "the T4 pool got further than the H100 one"
         );

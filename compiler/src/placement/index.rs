@@ -206,11 +206,10 @@ impl EstateIndex {
     pub fn offer(&self, t: usize, name: u32) -> Option<OfferSlot> {
         let start = self.offer_start.get(t).copied().unwrap_or(0) as usize;
         let end = self.offer_start.get(t + 1).copied().unwrap_or(0) as usize;
-        self.offers
-            .get(start..end)?
-            .iter()
-            .find(|o| o.name == name)
-            .copied()
+        let offers = self.offers.get(start..end)?;
+        // Sorted by (name, offer): the first with this name, as a linear search would find.
+        let i = offers.partition_point(|o| o.name < name);
+        offers.get(i).filter(|o| o.name == name).copied()
     }
 
     /// Interned names of workload `w`'s data requirements.

@@ -106,8 +106,8 @@ impl Solved<'_> {
             v.reason()
                 .is_some_and(|r| r.stage() == RejectionStage::Policy)
         });
-        if let Some((t, v)) = policy {
-            let rejection = self.rejection(w, t, *v);
+        if let Some((t, _)) = policy {
+            let rejection = self.rejection(w, t, self.verdict(w, t));
             out.message = "every eligible target is excluded by policy".into();
             out.hint = Some(format!("`{}`: {}", rejection.target, rejection.message));
             return;
@@ -117,7 +117,7 @@ impl Solved<'_> {
             .enumerate()
             .filter(|(_, v)| v.reason().is_some_and(|r| r != Reason::NotCandidate))
             .max_by(|(ta, a), (tb, b)| a.reason().cmp(&b.reason()).then(tb.cmp(ta)));
-        let Some((t, v)) = nearest else {
+        let Some((t, _)) = nearest else {
             out.message = "no target is a candidate".into();
             out.hint = Some(format!(
                 "list eligible targets in `placement {} {{ targets = [...] }}`",
@@ -125,8 +125,9 @@ impl Solved<'_> {
             ));
             return;
         };
+        let v = self.verdict(w, t);
         let reason = v.reason().unwrap_or(Reason::NotCandidate);
-        let rejection = self.rejection(w, t, *v);
+        let rejection = self.rejection(w, t, v);
         out.message = format!(
             "no target passes eligibility; the closest, `{}`, fails `{}`",
             rejection.target,
@@ -151,7 +152,9 @@ impl Solved<'_> {
         let failing = || {
             row.iter()
                 .enumerate()
-                .filter(move |(_, v)| v.reason() == Some(reason) && v.detail() == d)
+                .filter(move |(t, v)| {
+                    v.reason() == Some(reason) && self.verdict(w, *t).detail() == d
+                })
                 .map(|(t, _)| t)
         };
         match reason {
@@ -222,7 +225,7 @@ impl Solved<'_> {
             Reason::GpuCount => {
                 let (t, units) = failing()
                     .map(|t| {
-                        let p = self.matrix.get(w, t).detail();
+                        let p = self.verdict(w, t).detail();
                         let units = self
                             .index
                             .target_pools(t)

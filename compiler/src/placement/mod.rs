@@ -38,7 +38,7 @@ use verdict::{Reason, Verdict};
 
 /// Rejections of one workload for the same stage and reason listed one by one; beyond this,
 /// the last listed carries the count of the others (see `docs/placement.md`).
-pub const REJECTIONS_LISTED_PER_REASON: usize = 5;
+pub const REJECTIONS_LISTED_PER_REASON: usize = 3;
 
 /// Everything the stages decided, for assembling and explaining the plan.
 pub struct Solved<'a> {
@@ -86,6 +86,7 @@ impl Solved<'_> {
         let ir = self.ir;
         let workloads: Vec<WorkloadPlan> = (0..ir.workloads.len())
             .into_par_iter()
+            .with_min_len(16)
             .map(|w| self.workload_plan(w))
             .collect();
         let mut plan = Plan {
@@ -248,19 +249,31 @@ impl Solved<'_> {
         }
     }
 
-    /// Every target `w` does not use, with its reason; large groups summarised.
-    fn rejections(&self, w: usize, slots: &[(Opt, u32)]) -> Vec<Rejection> {
-        let n_targets = self.ir.targets.len();
-        let mut used = vec![false; n_targets];
-        for (o, _) in slots {
-            used[o.target as usize] = true;
+    /// The eligibility or policy verdict of pair (`w`, `t`), with its detail.
+    pub fn verdict(&self, w: usize, t: usize) -> Verdict {
+        let cell = self.matrix.get(w, t);
+        match cell.reason().map(Reason::stage) {
+            None => Verdict::OK,
+            Some(RejectionStage::Eligibility) => self.matrix.explain(self.ir, &self.index, w, t),
+            Some(_) => {
+                let (ir, index) = (self.ir, &self.index);
+                self.policy.explain(ir, index, self.matrix.fits(), w, t)
+            }
         }
-        // First option index per target, for assignment-stage reasons.
-        let options = &self.assignment.options[w];
+    }
+
+    /// Every target `w` does not use, with its reason: per reason, the first
+    /// [`REJECTIONS_LISTED_PER_REASON`] targets (in IR order) are listed and the last of them
+    /// counts the others.
+    fn rejections(&self, w: usize, slots: &[(Opt, u32)]) -> Vec<Rejection> {
+        let mut used: Vec<u32> = slots.iter().map(|(o, _)| o.target).collect();
+        used.sort_unstable();
+        used.dedup();
+        // First option per target, for the assignment-stage reason of permitted targets.
         let fully_placed = self.assignment.placed(w) >= self.ir.workloads[w].replicas;
         let mut first_option: Vec<(u32, usize)> = Vec::new();
         if !fully_placed {
-            first_option = options
+            first_option = self.assignment.options[w]
                 .iter()
                 .enumerate()
                 .map(|(i, o)| (o.target, i))
@@ -268,13 +281,14 @@ impl Solved<'_> {
             first_option.sort_unstable();
             first_option.dedup_by_key(|(t, _)| *t);
         }
-        let row = self.matrix.row(w);
-        let mut verdicts: Vec<(usize, Verdict)> = Vec::new();
-        for t in 0..n_targets {
-            if used[t] {
+        let mut counts = [0u32; Reason::COUNT];
+        let mut listed: Vec<(usize, Verdict)> = Vec::new();
+        let mut next_used = used.iter().peekable();
+        for (t, &v) in self.matrix.row(w).iter().enumerate() {
+            if next_used.peek() == Some(&&(t as u32)) {
+                next_used.next();
                 continue;
             }
-            let v = row[t];
             let v = if v.is_ok() {
                 let first = first_option
                     .binary_search_by_key(&(t as u32), |(x, _)| *x)
@@ -282,34 +296,36 @@ impl Solved<'_> {
                     .map(|i| first_option[i].1);
                 self.unused_verdict(w, t, first)
             } else {
-                v
+                // The detail is recomputed only for the targets listed.
+                Verdict::reject(v.reason().unwrap_or(Reason::NotNeeded), 0)
             };
-            verdicts.push((t, v));
-        }
-        // Group by (stage, reason key): list the first few of each, count the rest.
-        let mut groups: Vec<(RejectionStage, &'static str, Vec<usize>)> = Vec::new();
-        for (i, (_, v)) in verdicts.iter().enumerate() {
-            let r = v.reason().unwrap_or(Reason::NotNeeded);
-            let key = (r.stage(), r.key());
-            match groups.iter_mut().find(|(s, k, _)| (*s, *k) == key) {
-                Some(g) => g.2.push(i),
-                None => groups.push((key.0, key.1, vec![i])),
+            let r = v.reason().unwrap_or(Reason::NotNeeded) as usize;
+            counts[r] += 1;
+            if counts[r] as usize <= REJECTIONS_LISTED_PER_REASON {
+                let v = if v
+                    .reason()
+                    .is_some_and(|r| r.stage() == RejectionStage::Assignment)
+                {
+                    v
+                } else {
+                    self.verdict(w, t)
+                };
+                listed.push((t, v));
             }
         }
-        let mut listed: Vec<(usize, Rejection)> = Vec::new();
-        for (_, _, members) in groups {
-            let shown = members.len().min(REJECTIONS_LISTED_PER_REASON);
-            for (k, &i) in members.iter().take(shown).enumerate() {
-                let (t, v) = verdicts[i];
-                let mut r = self.rejection(w, t, v);
-                if k + 1 == shown {
-                    r.others = (members.len() - shown) as u32;
+        let mut shown = [0u32; Reason::COUNT];
+        listed
+            .into_iter()
+            .map(|(t, v)| {
+                let r = v.reason().unwrap_or(Reason::NotNeeded) as usize;
+                shown[r] += 1;
+                let mut rejection = self.rejection(w, t, v);
+                if shown[r] as usize == REJECTIONS_LISTED_PER_REASON {
+                    rejection.others = counts[r] - shown[r];
                 }
-                listed.push((t, r));
-            }
-        }
-        listed.sort_by_key(|(t, _)| *t);
-        listed.into_iter().map(|(_, r)| r).collect()
+                rejection
+            })
+            .collect()
     }
 
     fn pool_ledgers(&self) -> Vec<PoolLedger> {
@@ -415,9 +431,12 @@ fn json_sha256(plan: &Plan) -> Vec<u8> {
             Ok(())
         }
     }
-    let mut w = HashWriter(Sha256::new());
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, HashWriter(Sha256::new()));
     // Serialising these plain structs cannot fail; if it ever did, the id would still be
     // a deterministic function of the plan's prefix.
     let _ = serde_json::to_writer(&mut w, plan);
-    w.0.finalize().to_vec()
+    // The hasher never fails, so the flush empties the buffer.
+    let _ = std::io::Write::flush(&mut w);
+    let (hasher, _) = w.into_parts();
+    hasher.0.finalize().to_vec()
 }

@@ -14,9 +14,9 @@
 //! `target.<f>`) the condition mentions evaluate identically, so `holds` runs once per
 //! distinct group pair, on representatives.
 
-use super::eligibility::{EligibilityMatrix, PoolFit};
+use super::eligibility::{EligibilityMatrix, FitTable, PoolFit};
 use super::index::EstateIndex;
-use super::verdict::{Reason, Verdict};
+use super::verdict::{Cell, Reason, Verdict};
 use crate::ir::{
     AcceleratorId, DenyRule, Ir, PolicyExpr, TargetField, TargetId, Value, Weekday, Window,
     WorkloadField, WorkloadId, eval,
@@ -176,45 +176,57 @@ impl PolicyContext {
             .iter()
             .map(|rule| DenyMemo::new(ir, rule, eligible))
             .collect();
-        let matrix_ref: &EligibilityMatrix = matrix;
-        // Decide first (reading fits), then write: the matrix cannot be borrowed both ways.
-        let decisions: Vec<Vec<(usize, Verdict)>> = (0..ir.workloads.len())
-            .into_par_iter()
-            .map(|w| {
-                let mut out = Vec::new();
-                for (t, v) in matrix_ref.row(w).iter().enumerate() {
-                    if !v.is_ok() {
-                        continue;
+        let n_targets = matrix.n_targets();
+        if n_targets == 0 {
+            return;
+        }
+        let (cells, fits) = matrix.cells_mut();
+        cells
+            .par_chunks_mut(n_targets)
+            .enumerate()
+            .with_min_len((1 << 14) / n_targets + 1)
+            .for_each(|(w, row)| {
+                for (t, cell) in row.iter_mut().enumerate() {
+                    if cell.is_ok() {
+                        let deny = |i: usize, rule: &DenyRule| denies[i].holds(ir, rule, w, t);
+                        *cell = Cell::from(self.decide(ir, index, fits, deny, w, t));
                     }
-                    let verdict = self.decide(ir, index, matrix_ref, &denies, w, t);
-                    if !verdict.is_ok() {
-                        out.push((t, verdict));
-                    }
-                }
-                out
-            })
-            .collect();
-        matrix
-            .rows_mut()
-            .zip(decisions.into_par_iter())
-            .for_each(|((_, row), decided)| {
-                for (t, v) in decided {
-                    row[t] = v;
                 }
             });
+    }
+
+    /// The policy verdict of eligible pair (`w`, `t`), with its detail (deny rules evaluated
+    /// directly: for the few rejections a plan lists).
+    pub fn explain(
+        &self,
+        ir: &Ir,
+        index: &EstateIndex,
+        fits: &FitTable,
+        w: usize,
+        t: usize,
+    ) -> Verdict {
+        let deny = |_: usize, rule: &DenyRule| {
+            eval::holds(
+                ir,
+                &rule.condition,
+                WorkloadId(w as u32),
+                TargetId(t as u32),
+            )
+        };
+        self.decide(ir, index, fits, deny, w, t)
     }
 
     fn decide(
         &self,
         ir: &Ir,
         index: &EstateIndex,
-        matrix: &EligibilityMatrix,
-        denies: &[DenyMemo],
+        fits: &FitTable,
+        deny: impl Fn(usize, &DenyRule) -> bool,
         w: usize,
         t: usize,
     ) -> Verdict {
-        for (i, memo) in denies.iter().enumerate() {
-            if memo.holds(ir, &ir.policy.denies[i], w, t) {
+        for (i, rule) in ir.policy.denies.iter().enumerate() {
+            if deny(i, rule) {
                 return Verdict::reject(Reason::Denied, i as u32);
             }
         }
@@ -233,7 +245,7 @@ impl PolicyContext {
                 }
                 if workload.resources.gpu > 0 && e.accelerators.is_some() {
                     let any_pool = index.target_pools(t).iter().any(|slot| {
-                        matches!(matrix.fit(w, slot.kind), PoolFit::Fits { .. })
+                        matches!(fits.fit(w, slot.kind), PoolFit::Fits { .. })
                             && slot.units >= workload.resources.gpu
                             && index
                                 .kinds
@@ -347,6 +359,8 @@ impl DenyMemo {
     }
 
     fn holds(&self, ir: &Ir, rule: &DenyRule, w: usize, t: usize) -> bool {
+        // INVARIANT: pairs in the same groups evaluate alike (they agree on every field the
+        // condition reads), so a representative pair answers for them.
         let (wg, tg) = (
             self.workload_group[w] as usize,
             self.target_group[t] as usize,

@@ -43,6 +43,9 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// One more than the largest code: arrays indexed by `reason as usize` have this length.
+    pub const COUNT: usize = 25;
+
     const ALL: [Reason; 24] = [
         Reason::NotCandidate,
         Reason::Environment,
@@ -142,6 +145,29 @@ impl Verdict {
     }
 }
 
+/// What the matrix keeps per pair: the reason code alone (one byte; 0 for a pair that passed
+/// every stage so far). The detail is recomputed for the few rejections a plan lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Cell(u8);
+
+impl Cell {
+    pub const OK: Cell = Cell(0);
+
+    pub fn is_ok(self) -> bool {
+        self.0 == 0
+    }
+
+    pub fn reason(self) -> Option<Reason> {
+        Reason::from_code(self.0)
+    }
+}
+
+impl From<Verdict> for Cell {
+    fn from(v: Verdict) -> Cell {
+        Cell((v.0 & 0xFF) as u8)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,6 +181,11 @@ mod tests {
             assert!(!v.is_ok());
         }
         assert_eq!(Verdict::OK.reason(), None);
+        assert_eq!(
+            Cell::from(Verdict::reject(Reason::Spread, 7)).reason(),
+            Some(Reason::Spread)
+        );
+        assert!(Cell::from(Verdict::OK).is_ok());
         assert_eq!(Verdict::reject(Reason::Cpu, u32::MAX).detail(), NO_DETAIL);
         assert_eq!(Reason::GpuCount.stage(), RejectionStage::Eligibility);
         assert_eq!(Reason::WindowLimit.stage(), RejectionStage::Policy);

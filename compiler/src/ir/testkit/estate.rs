@@ -140,29 +140,38 @@ pub fn estate(seed: u64, shape: EstateShape) -> Ir {
                 EnvClass::Edge => (&["JetsonOrinNano", "JetsonAgxOrin"], 1, 1, 2),
                 EnvClass::Airgapped => (&["A100", "L40S"], 1, 4, 8),
             };
-            let n_pools = rng.range(u64::from(class == EnvClass::Branch), pools);
+            let n_pools = rng.range(u64::from(class != EnvClass::Branch), pools);
             for p in 0..n_pools {
                 let accel = accels[((p + rng.range(0, 3)) % accels.len() as u64) as usize];
                 let name = accel.to_lowercase();
                 let count = rng.range(lo, hi) as u32;
-                if accel == "A100" && rng.chance(20) {
+                if (accel == "A100" && rng.chance(50)) || (accel == "H100" && rng.chance(25)) {
                     tb = tb.mig_pool(&format!("{name}_mig"), accel, count, "1g.10gb");
                 } else if tb.pools.iter().all(|(_, p)| p.name != name) {
                     tb = tb.pool(&name, accel, count);
                 }
             }
-            // Data: sites hold a few data sets locally; clouds and data centres reach many
-            // remotely.
-            let (offers, local) = match class {
-                EnvClass::Cloud | EnvClass::Datacenter => (rng.range(4, 12), false),
-                _ => (rng.range(0, 3), true),
+            // Data: data set `d` lives in region `d % 8`; sites hold a few of their region's
+            // locally, clouds and data centres reach about half of all of them remotely.
+            let region = REGIONS
+                .iter()
+                .position(|r| tb.target.region.as_deref() == Some(*r))
+                .unwrap_or(0);
+            let mut names: Vec<(usize, bool)> = match class {
+                EnvClass::Cloud | EnvClass::Datacenter => (0..n_datasets)
+                    .filter(|_| rng.chance(60))
+                    .map(|d| (d, false))
+                    .collect(),
+                _ => (0..rng.range(1, 6))
+                    .map(|_| {
+                        let k = rng.range(0, (n_datasets as u64 - 1) / 8) as usize;
+                        ((k * 8 + region) % n_datasets, true)
+                    })
+                    .collect(),
             };
-            let mut names: Vec<usize> = (0..offers)
-                .map(|_| rng.range(0, n_datasets as u64 - 1) as usize)
-                .collect();
             names.sort_unstable();
             names.dedup();
-            for d in names {
+            for (d, local) in names {
                 let name = format!("d{d}");
                 tb = if local {
                     tb.local_data(&name, rng.range(1, 5) * 1_000_000)
@@ -171,7 +180,7 @@ pub fn estate(seed: u64, shape: EstateShape) -> Ir {
                 };
             }
             for s in SERVICES {
-                let m = match rng.weighted(&[20, 25, 55]) {
+                let m = match rng.weighted(&[10, 20, 70]) {
                     0 => continue,
                     1 => Maturity::Preview,
                     _ => Maturity::Ga,
@@ -237,10 +246,10 @@ pub fn estate(seed: u64, shape: EstateShape) -> Ir {
                     continue;
                 }
                 let latency = rng.chance(50).then(|| rng.range(5, 100) * 1_000_000);
-                let classification = *rng.pick(Classification::ALL);
+                let classification = Classification::ALL[rng.weighted(&[30, 35, 25, 10])];
                 wb = wb.data(&d, latency, classification);
             }
-            for _ in 0..rng.range(0, 2) {
+            for _ in 0..rng.weighted(&[50, 40, 10]) {
                 let min = if rng.chance(50) {
                     Maturity::Ga
                 } else {
@@ -251,7 +260,7 @@ pub fn estate(seed: u64, shape: EstateShape) -> Ir {
                     wb = wb.service(s, min);
                 }
             }
-            wb = wb.connectivity(*rng.pick(Connectivity::ALL));
+            wb = wb.connectivity(Connectivity::ALL[rng.weighted(&[50, 35, 15])]);
             if rng.chance(30) {
                 let mut envs: Vec<EnvClass> =
                     CLASSES.iter().copied().filter(|_| rng.chance(50)).collect();
@@ -260,8 +269,8 @@ pub fn estate(seed: u64, shape: EstateShape) -> Ir {
                 }
                 wb = wb.environments(&envs);
             }
-            if rng.chance(20) && !target_names.is_empty() {
-                let mut c: Vec<&str> = (0..rng.range(1, 8))
+            if rng.chance(10) && !target_names.is_empty() {
+                let mut c: Vec<&str> = (0..rng.range(3, 12))
                     .map(|_| rng.pick(&target_names).as_str())
                     .collect();
                 c.sort_unstable();
@@ -319,23 +328,27 @@ pub fn estate(seed: u64, shape: EstateShape) -> Ir {
         if team % 10 == 9 {
             continue;
         }
-        let cap = rng.chance(30).then(|| rng.range(8, 64) as u32);
-        let accels: Option<&[&str]> = if rng.chance(20) {
+        // Caps around what a team of this size asks for, so that some bind.
+        let per_team = (shape.workloads / n_teams) as u64;
+        let cap = rng
+            .chance(30)
+            .then(|| rng.range(per_team, 3 * per_team).max(4) as u32);
+        let accels: Option<&[&str]> = if rng.chance(10) {
             Some(&["L4", "T4", "A10", "JetsonOrinNano", "JetsonAgxOrin"])
         } else {
             None
         };
-        let envs: Option<&[EnvClass]> = if rng.chance(20) {
+        let envs: Option<&[EnvClass]> = if rng.chance(10) {
             Some(&[EnvClass::Factory, EnvClass::Datacenter, EnvClass::Edge])
         } else {
             None
         };
         b = b.entitle(&name, cap, accels, envs);
         if rng.chance(30) {
-            b = b.quota(&name, rng.range(16, 128) as u32);
+            b = b.quota(&name, rng.range(per_team, 3 * per_team).max(4) as u32);
         }
     }
-    let peak_cap = (shape.workloads as u64 / 4).max(2) as u32;
+    let peak_cap = (shape.workloads as u64 / 2).max(2) as u32;
     b.window(
         "peak",
         &[
