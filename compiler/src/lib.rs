@@ -8,3 +8,4 @@ pub mod ir;
 pub mod plan;
 pub mod source;
 pub mod syntax;
+pub mod verify;
