@@ -843,13 +843,20 @@ impl<'a> Verifier<'a> {
                 ("memory_allocated", ledger.memory_allocated, memory),
             ];
             for (field, recorded, recomputed) in fields {
+                let show = |n: u64| {
+                    if field.starts_with("memory") {
+                        violation::bytes(n)
+                    } else {
+                        n.to_string()
+                    }
+                };
                 if recorded != recomputed {
                     self.push(Violation::LedgerMismatch {
                         target: target.name.clone(),
                         pool: None,
                         field,
-                        recorded: recorded.to_string(),
-                        recomputed: recomputed.to_string(),
+                        recorded: show(recorded),
+                        recomputed: show(recomputed),
                     });
                 }
             }

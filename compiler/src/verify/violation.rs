@@ -570,9 +570,15 @@ impl Violation {
                 used,
                 max,
                 ..
-            } => format!(
-                "workloads of {selector} hold {used} GPUs while window `{window}` is in effect; the limit is {max}"
-            ),
+            } => {
+                let selector = match selector.split_once(' ') {
+                    Some((by, value)) => format!("{by} `{value}`"),
+                    None => format!("`{selector}`"),
+                };
+                format!(
+                    "workloads of {selector} hold {used} GPUs while window `{window}` is in effect; the limit is {max}"
+                )
+            }
             V::SpreadExceeded {
                 workload,
                 scope,
@@ -690,9 +696,10 @@ impl Violation {
                 problem: FallbackProblem::Denied { reason, .. },
                 ..
             } => d.note(format!("reason: {reason}")),
-            V::PoolOverCommitted { .. }
-            | V::TargetOverCommitted { .. }
-            | V::LedgerMismatch { .. } => {
+            V::PoolOverCommitted { .. } | V::TargetOverCommitted { .. } => {
+                d.help("plan again rather than moving replicas by hand: `berth plan` never over-commits")
+            }
+            V::LedgerMismatch { .. } => {
                 d.help("capacity ledgers are recomputed from the placements; a hand-edited plan must keep them consistent")
             }
             V::WindowStateMismatch { .. } | V::WindowLimitExceeded { .. } => {
