@@ -4,5 +4,7 @@
 //! crate reads files and calls into here (see ARCHITECTURE.md).
 
 pub mod diagnostics;
+pub mod ir;
+pub mod plan;
 pub mod source;
 pub mod syntax;
