@@ -4,5 +4,8 @@
 //! crate reads files and calls into here (see ARCHITECTURE.md).
 
 pub mod diagnostics;
+pub mod driver;
 pub mod source;
 pub mod syntax;
+
+pub use driver::{CheckOutput, check};
