@@ -5,6 +5,8 @@
 
 pub mod diagnostics;
 pub mod driver;
+pub mod ir;
+pub mod plan;
 pub mod source;
 pub mod syntax;
 
