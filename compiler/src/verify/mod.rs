@@ -921,22 +921,22 @@ impl<'a> Verifier<'a> {
             }
             let pool = p.pool.and_then(|i| target.pools.get(i));
             for e in own {
-                if let (Some(allowed), Some(pool)) = (&e.accelerators, pool) {
-                    if !allowed.contains(&pool.accelerator) {
-                        found.push(breach(Entitlement::Accelerator {
-                            policy: e.policy.clone(),
-                            accelerator: fit::accelerator(ir, pool)
-                                .map_or_else(String::new, |a| a.name.clone()),
-                        }));
-                    }
+                if let (Some(allowed), Some(pool)) = (&e.accelerators, pool)
+                    && !allowed.contains(&pool.accelerator)
+                {
+                    found.push(breach(Entitlement::Accelerator {
+                        policy: e.policy.clone(),
+                        accelerator: fit::accelerator(ir, pool)
+                            .map_or_else(String::new, |a| a.name.clone()),
+                    }));
                 }
-                if let Some(allowed) = &e.environments {
-                    if !allowed.contains(&target.class) {
-                        found.push(breach(Entitlement::Environment {
-                            policy: e.policy.clone(),
-                            class: target.class.to_string(),
-                        }));
-                    }
+                if let Some(allowed) = &e.environments
+                    && !allowed.contains(&target.class)
+                {
+                    found.push(breach(Entitlement::Environment {
+                        policy: e.policy.clone(),
+                        class: target.class.to_string(),
+                    }));
                 }
             }
         }
@@ -1009,16 +1009,16 @@ impl<'a> Verifier<'a> {
             if !done.insert(i) {
                 continue;
             }
-            if let Some(Some(state)) = states.get(i) {
-                if *state != ws.in_effect {
-                    found.push(Violation::WindowStateMismatch {
-                        window: ws.window.clone(),
-                        recorded: ws.in_effect,
-                        expected: *state,
-                        at: self.at.to_string(),
-                        span: expected[i].1,
-                    });
-                }
+            if let Some(Some(state)) = states.get(i)
+                && *state != ws.in_effect
+            {
+                found.push(Violation::WindowStateMismatch {
+                    window: ws.window.clone(),
+                    recorded: ws.in_effect,
+                    expected: *state,
+                    at: self.at.to_string(),
+                    span: expected[i].1,
+                });
             }
         }
         self.windows = states;
@@ -1106,10 +1106,10 @@ impl<'a> Verifier<'a> {
     fn check_isolation(&mut self) {
         let mut occupants: BTreeMap<(TargetId, usize), BTreeSet<WorkloadId>> = BTreeMap::new();
         for p in &self.placed {
-            if let Some(pool) = p.pool {
-                if p.placement.replicas > 0 {
-                    occupants.entry((p.t, pool)).or_default().insert(p.w);
-                }
+            if let Some(pool) = p.pool
+                && p.placement.replicas > 0
+            {
+                occupants.entry((p.t, pool)).or_default().insert(p.w);
             }
         }
         let mut reported = BTreeSet::new();

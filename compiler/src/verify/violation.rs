@@ -830,7 +830,7 @@ pub(super) fn bytes(n: u64) -> String {
         ("KiB", 1 << 10),
     ];
     for (unit, size) in UNITS {
-        if n >= size && n % size == 0 {
+        if n >= size && n.is_multiple_of(size) {
             return format!("{}{unit}", n / size);
         }
     }
@@ -839,7 +839,7 @@ pub(super) fn bytes(n: u64) -> String {
 
 /// `4` cores or `500m`.
 fn millicores(n: u64) -> String {
-    if n % 1000 == 0 {
+    if n.is_multiple_of(1000) {
         format!("{} cores", n / 1000)
     } else {
         format!("{n}m")
@@ -856,7 +856,7 @@ pub(super) fn duration(ns: u64) -> String {
         ("us", 1_000),
     ];
     for (unit, size) in UNITS {
-        if ns >= size && ns % size == 0 {
+        if ns >= size && ns.is_multiple_of(size) {
             return format!("{}{unit}", ns / size);
         }
     }
