@@ -82,3 +82,19 @@ fn err_cases() {
         insta::assert_snapshot!(check_err(&text));
     });
 }
+
+/// The embedded standard library is real-world input: it must parse without a diagnostic.
+#[test]
+fn stdlib_parses_cleanly() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../stdlib");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).expect("stdlib folder exists") {
+        let path = entry.expect("readable entry").path();
+        if path.extension().is_some_and(|e| e == "berth") {
+            let text = std::fs::read_to_string(&path).expect("stdlib file is UTF-8");
+            check_ok(&text);
+            seen += 1;
+        }
+    }
+    assert!(seen > 0, "no stdlib files found in {}", dir.display());
+}

@@ -63,6 +63,8 @@ pub enum ParseError {
         span: Span,
         expected: Vec<Expected>,
         found: String,
+        /// The token before, when naming it helps (`expected an expression after `+``).
+        after: Option<String>,
         context: Option<Context>,
     },
     /// E0102: a block, list, map or parenthesis that is never closed.
@@ -79,6 +81,7 @@ pub enum ParseError {
     UnexpectedEof {
         span: Span,
         expected: Vec<Expected>,
+        after: Option<String>,
         context: Option<Context>,
     },
     /// E0104: something at the top level that is not an item.
@@ -288,12 +291,13 @@ impl ParseError {
                 span,
                 expected,
                 found,
+                after,
                 context,
             } => {
                 let exp = describe_expected(expected);
                 let d = Diagnostic::error(
                     Code::UnexpectedToken,
-                    format!("expected {exp}, found {found}"),
+                    format!("expected {exp}{}, found {found}", after_text(after)),
                     *span,
                 )
                 .primary_label(format!("expected {exp} here"));
@@ -336,12 +340,16 @@ impl ParseError {
             ParseError::UnexpectedEof {
                 span,
                 expected,
+                after,
                 context,
             } => {
                 let exp = describe_expected(expected);
                 let d = Diagnostic::error(
                     Code::UnexpectedEof,
-                    format!("unexpected end of file, expected {exp}"),
+                    format!(
+                        "unexpected end of file, expected {exp}{}",
+                        after_text(after)
+                    ),
                     *span,
                 )
                 .primary_label(format!("expected {exp} here"));
@@ -439,6 +447,13 @@ impl ParseError {
             .help("split the specification into several files"),
         }
     }
+}
+
+fn after_text(after: &Option<String>) -> String {
+    after
+        .as_ref()
+        .map(|a| format!(" after `{a}`"))
+        .unwrap_or_default()
 }
 
 fn describe_expected(expected: &[Expected]) -> String {
@@ -650,18 +665,45 @@ impl<'a, 'src> Converter<'a, 'src> {
                 };
             }
         }
+        let after = if matches!(
+            expected.as_slice(),
+            [Expected::Expression | Expected::String]
+        ) {
+            self.token_before(span.start)
+        } else {
+            None
+        };
         match found {
             Found::EndOfFile => ParseError::UnexpectedEof {
                 span,
                 expected,
+                after,
                 context,
             },
             Found::Token(found) => ParseError::UnexpectedToken {
                 span,
                 expected,
                 found,
+                after,
                 context,
             },
+        }
+    }
+
+    /// The text of the token before `offset`, if it is punctuation or a keyword.
+    fn token_before(&self, offset: u32) -> Option<String> {
+        let i = self.index_at(offset).checked_sub(1)?;
+        let (tok, _) = self.tokens.get(i)?;
+        match tok {
+            Token::Ident(w) if super::parser::RULE_WORDS.contains(w) => Some(w.to_string()),
+            Token::Ident(_)
+            | Token::Int(_)
+            | Token::Decimal(_)
+            | Token::Quantity(_)
+            | Token::Clock(_)
+            | Token::Str(_)
+            | Token::Invalid => None,
+            other => Some(other.to_string()),
         }
     }
 

@@ -21,7 +21,7 @@ use super::ast::{
     Item, ItemKind, MapEntry, MapKey, PolicyItem, Rule, RuleKind, SourceFileAst, Spanned, StrLit,
     UnaryOp, UseItem, UseTree,
 };
-use super::lexer::Comment;
+use super::lexer::{Comment, LexErrorKind};
 use super::limits::{MAX_FILE_BYTES, MAX_TOKENS};
 use super::parse_error::{Custom, PErr, ParseError, label};
 use super::prepass::{self, Delimiters};
@@ -92,6 +92,15 @@ pub fn parse_file(file: FileId, text: &str) -> Parsed {
     };
     let converter = super::parse_error::Converter::new(text, &tokens, &delimiters);
     errors.extend(converter.convert_all(raw_errors));
+    // An unterminated block comment swallows the rest of the file, closing braces included:
+    // what the parser then misses is a consequence, already reported by the lexer.
+    if let Some(cut) = lexed
+        .errors
+        .iter()
+        .find(|e| e.kind == LexErrorKind::UnterminatedComment)
+    {
+        errors.retain(|e| e.span().start < cut.span.start);
+    }
     diagnostics.extend(errors.iter().map(ParseError::diagnostic));
     diagnostics::sort_and_dedup(&mut diagnostics);
 
