@@ -62,6 +62,8 @@ codes! {
     MissingName = "E0105", "missing name";
     /// A field without its value (`replicas =`).
     MissingValue = "E0106", "missing value";
+    /// Comparisons chained without parentheses (`a < b < c`).
+    ChainedComparison = "E0107", "chained comparison";
     /// Blocks, lists or expressions nested deeper than the limit.
     NestingTooDeep = "E0190", "nesting too deep";
     /// A source file larger than the limit.
