@@ -6,5 +6,6 @@
 pub mod diagnostics;
 pub mod ir;
 pub mod plan;
+pub mod sema;
 pub mod source;
 pub mod syntax;
