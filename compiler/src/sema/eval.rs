@@ -29,12 +29,6 @@ const MAX_CONST_DEPTH: usize = 64;
 pub enum Catalogued {
     Accelerator(ir::Accelerator),
     Service(ir::Service),
-    /// `environment_class`, `connectivity_level`, `maturity_level`: documentation of the
-    /// language's own enumerations, with their rank where ordered.
-    Doc {
-        record: &'static str,
-        rank: Option<u32>,
-    },
 }
 
 #[derive(Clone, Debug)]
@@ -1012,12 +1006,6 @@ impl<'a> Checker<'a> {
     }
 
     fn coerce_const(&mut self, c: u32, id: &'a Ident, span: Span, ty: &Ty) -> Option<Val<'a>> {
-        // `use std.environments.*` imports `cloud`, `ga`, …: the name is the member.
-        if let Ty::Enum(_) | Ty::OneOf(_) = ty {
-            if let Some(Catalogued::Doc { .. }) = &self.catalogue[c as usize] {
-                return self.coerce_symbol(id, ty);
-            }
-        }
         let canon = self.canonical_const(c)?;
         if self.catalogue[canon as usize].is_some() {
             return self.coerce_item(Def::Const(canon), id, ty);

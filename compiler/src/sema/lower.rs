@@ -215,20 +215,20 @@ fn register_catalogue(ck: &mut Checker<'_>) {
                 .iter()
                 .find(|s| s.name == ctor.name)
             {
-                found.push((c, *s, ctor, body, def.scope, def.name));
+                found.push((c, *s, ctor, body, def.scope, def.name, &def.item.docs));
             }
         }
     }
     for (c, s, ..) in &found {
         ck.catalogue[*c] = Some(placeholder(s));
     }
-    for (c, s, ctor, body, scope, name) in found {
+    for (c, s, ctor, body, scope, name, docs) in found {
         ck.path.clear();
         let f = ck.check_record(body, s, ctor, scope);
         let entry = match s.name {
             "accelerator" => {
                 let mut mig_profiles = Vec::new();
-                for (m, _) in list_of(f.get("mig")) {
+                for (m, _) in list_of(f.get("mig_profiles")) {
                     let Some(mf) = fields_of(Some(m)) else {
                         continue;
                     };
@@ -246,14 +246,10 @@ fn register_catalogue(ck: &mut Checker<'_>) {
                     mig_profiles,
                 })
             }
-            "service" => Catalogued::Service(Service {
+            _ => Catalogued::Service(Service {
                 name: name.name.clone(),
-                doc: str_of(f.get("doc")).unwrap_or_default(),
+                doc: str_of(f.get("doc")).unwrap_or_else(|| docs.join(" ")),
             }),
-            record => Catalogued::Doc {
-                record,
-                rank: u32_of(f.get("rank")),
-            },
         };
         ck.catalogue[c] = Some(entry);
     }
@@ -268,11 +264,10 @@ fn placeholder(s: &BlockSchema) -> Catalogued {
             memory: 0,
             mig_profiles: Vec::new(),
         }),
-        "service" => Catalogued::Service(Service {
+        _ => Catalogued::Service(Service {
             name: String::new(),
             doc: String::new(),
         }),
-        record => Catalogued::Doc { record, rank: None },
     }
 }
 

@@ -106,8 +106,6 @@ pub fn ir_to_json(ir: &Ir) -> String {
 pub struct Catalogue {
     pub accelerators: Vec<ir::Accelerator>,
     pub services: Vec<ir::Service>,
-    /// `(record, name, rank)` for the documented enumerations of `std.environments`.
-    pub levels: Vec<(&'static str, String, Option<u32>)>,
     /// Diagnostics found in the standard library itself (none, or it is a bug).
     pub diagnostics: Vec<Diagnostic>,
 }
@@ -126,14 +124,10 @@ pub fn catalogue() -> Catalogue {
     let _ = lower::lower(&mut ck);
     finish_lint(&mut ck);
     let mut out = Catalogue::default();
-    for (c, entry) in ck.catalogue.iter().enumerate() {
+    for entry in &ck.catalogue {
         match entry {
             Some(Catalogued::Accelerator(a)) => out.accelerators.push(a.clone()),
             Some(Catalogued::Service(s)) => out.services.push(s.clone()),
-            Some(Catalogued::Doc { record, rank }) => {
-                out.levels
-                    .push((record, ck.names.consts[c].name.name.clone(), *rank));
-            }
             None => {}
         }
     }

@@ -439,8 +439,6 @@ impl<'a> Cond<'_, 'a> {
                         PolicyExpr::Const(Value::Str(a.name.clone())),
                         PTy::Accelerator,
                     )),
-                    // `use std.environments.*` brings `cloud` & co. into scope: still members.
-                    Some(Catalogued::Doc { .. }) => Some(P::Open(id)),
                     Some(Catalogued::Service(_)) => self.err(SemaError::TypeMismatch {
                         expected: "a value usable in a condition".into(),
                         found: format!("the service `{}`", id.name),

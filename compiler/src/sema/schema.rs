@@ -801,7 +801,7 @@ pub static ACCELERATOR: BlockSchema = BlockSchema {
             "Memory of one device, as the vendor states it.",
         ),
         value(
-            "mig",
+            "mig_profiles",
             Ty::List(&Ty::Record(&MIG)),
             Presence::Default("[] (no MIG)"),
             "MIG profiles.",
@@ -810,7 +810,7 @@ pub static ACCELERATOR: BlockSchema = BlockSchema {
 };
 
 pub static MIG: BlockSchema = BlockSchema {
-    name: "mig",
+    name: "mig_profile",
     doc: "A MIG profile of an accelerator.",
     fields: &[
         value("name", Ty::Str, REQ, "The profile, e.g. `\"1g.10gb\"`."),
@@ -826,57 +826,17 @@ pub static MIG: BlockSchema = BlockSchema {
 
 pub static SERVICE: BlockSchema = BlockSchema {
     name: "service",
-    doc: "A platform service (`const object_store = service { … }`).",
+    doc: "A platform service (`const object_store = service {}`), documented by its doc comment.",
     fields: &[value(
         "doc",
         Ty::Str,
-        Presence::Default("\"\""),
+        Presence::Default("the constant's doc comment"),
         "What the service is.",
     )],
 };
 
-pub static ENVIRONMENT_CLASS: BlockSchema = BlockSchema {
-    name: "environment_class",
-    doc: "Documents one environment class of the language.",
-    fields: &[value("doc", Ty::Str, REQ, "What the class means.")],
-};
-
-pub static CONNECTIVITY_LEVEL: BlockSchema = BlockSchema {
-    name: "connectivity_level",
-    doc: "Documents one connectivity level of the language.",
-    fields: &[
-        value(
-            "rank",
-            Ty::Count,
-            REQ,
-            "Its place in the order, lowest first.",
-        ),
-        value("doc", Ty::Str, REQ, "What the level means."),
-    ],
-};
-
-pub static MATURITY_LEVEL: BlockSchema = BlockSchema {
-    name: "maturity_level",
-    doc: "Documents one service maturity level of the language.",
-    fields: &[
-        value(
-            "rank",
-            Ty::Count,
-            REQ,
-            "Its place in the order, lowest first.",
-        ),
-        value("doc", Ty::Str, REQ, "What the level means."),
-    ],
-};
-
 /// Records that define catalogue entries when they are a `const`'s value.
-pub static CATALOGUE_RECORDS: &[&BlockSchema] = &[
-    &ACCELERATOR,
-    &SERVICE,
-    &ENVIRONMENT_CLASS,
-    &CONNECTIVITY_LEVEL,
-    &MATURITY_LEVEL,
-];
+pub static CATALOGUE_RECORDS: &[&BlockSchema] = &[&ACCELERATOR, &SERVICE];
 
 /// Every block schema, for the language server.
 pub static ALL_BLOCKS: &[&BlockSchema] = &[
@@ -905,9 +865,6 @@ pub static ALL_BLOCKS: &[&BlockSchema] = &[
     &ACCELERATOR,
     &MIG,
     &SERVICE,
-    &ENVIRONMENT_CLASS,
-    &CONNECTIVITY_LEVEL,
-    &MATURITY_LEVEL,
 ];
 
 /// Every record constructor usable in expressions, with the type it belongs to (a record
