@@ -1,11 +1,16 @@
 //! Semantic checks that need the whole lowered spec but no placement.
 //!
 //! The GPU rule, precisely: a workload *needs GPUs* when `resources.gpu` is at least 1. Such a
-//! workload must say which accelerators it can use, in one of two ways: its own
-//! `accelerators` list is not empty, or its `model` has at least one variant whose
-//! `accelerators` list is not empty (that variant fixes the hardware it runs on). A GPU
-//! workload with neither is reported ([`SemaError::GpuWithoutAccelerator`]): "any GPU" is
-//! almost always an oversight, and an explicit list is cheap to write.
+//! workload must say which accelerators are acceptable, in at least one of these ways:
+//! - its own `accelerators` list is not empty;
+//! - `resources.mig` names a MIG profile (only accelerators with that profile qualify);
+//! - `resources.gpu_memory` states the memory each GPU needs;
+//! - its `model` has a variant that lists `accelerators` or states a `gpu_memory` (the
+//!   variant fixes the hardware it runs on, or the memory an accelerator needs for it).
+//!
+//! A GPU workload with none of these is reported ([`SemaError::GpuWithoutAccelerator`]): it
+//! would accept any GPU at all, which is almost always an oversight (a 16GB T4 and a 141GB H200
+//! are not interchangeable), and one line fixes it.
 
 use super::error::SemaError;
 use super::eval::{Catalogued, Checker};
@@ -64,9 +69,13 @@ pub fn run(ck: &mut Checker<'_>, ir: &Ir, spans: &SpanTable) {
             });
         }
         let model = wl.model.and_then(|m| ir.models.get(m.index()));
-        let model_fixes =
-            model.is_some_and(|m| m.variants.iter().any(|v| !v.accelerators.is_empty()));
-        if r.gpu > 0 && wl.accelerators.is_empty() && !model_fixes {
+        let model_fixes = model.is_some_and(|m| {
+            m.variants
+                .iter()
+                .any(|v| !v.accelerators.is_empty() || v.gpu_memory > 0)
+        });
+        let stated = !wl.accelerators.is_empty() || r.mig.is_some() || r.gpu_memory.is_some();
+        if r.gpu > 0 && !stated && !model_fixes {
             ck.error(SemaError::GpuWithoutAccelerator {
                 workload: wl.name.clone(),
                 span: ws.field("resources.gpu"),

@@ -643,9 +643,9 @@ impl SemaError {
                 );
                 match model {
                     Some(m) => d.help(format!(
-                        "add `accelerators = [...]` to the workload, or list accelerators in a variant of model `{m}`"
+                        "add `accelerators = [...]` or `gpu_memory` to the workload, or to a variant of model `{m}`"
                     )),
-                    None => d.help("add `accelerators = [...]` to the workload, or a `model` whose variants list them"),
+                    None => d.help("add `accelerators = [...]` to the workload, or `gpu_memory` to its resources"),
                 }
             }
             E::NegativeQuantity { span, expected } => Diagnostic::error(
