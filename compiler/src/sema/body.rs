@@ -103,9 +103,8 @@ impl<'a> Checker<'a> {
                 self.error(e);
                 continue;
             };
-            if !self.shape_fits(&field.shape, key, label, &value, entry.span) {
-                continue;
-            }
+            // A field written in the wrong form still counts as given (no "missing" error).
+            let fits = self.shape_fits(&field.shape, key, label, &value, entry.span);
             // Duplicates: a plain field once; a labelled one once per label.
             let previous = fields.slots[index]
                 .iter()
@@ -125,6 +124,16 @@ impl<'a> Checker<'a> {
                     },
                 };
                 self.error(e);
+                continue;
+            }
+            if !fits {
+                fields.slots[index].push(Slot {
+                    label,
+                    key_span: key.span,
+                    span: entry.span,
+                    value_span: entry.span,
+                    value: None,
+                });
                 continue;
             }
             let path_key = match label {

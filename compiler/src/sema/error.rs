@@ -81,7 +81,8 @@ pub enum SemaError {
     },
     UnknownMember {
         name: String,
-        enumeration: &'static str,
+        /// With its article: `an environment class`.
+        enumeration: String,
         members: String,
         span: Span,
         suggestion: Option<String>,
@@ -428,10 +429,10 @@ impl SemaError {
             } => {
                 let d = Diagnostic::error(
                     Code::UnknownMember,
-                    format!("`{name}` is not a {enumeration}"),
+                    format!("`{name}` is not {enumeration}"),
                     *span,
                 )
-                .note(format!("a {enumeration} is one of {members}"));
+                .note(format!("{enumeration} is one of {members}"));
                 did_you_mean(d, suggestion)
             }
             E::UnitMismatch {

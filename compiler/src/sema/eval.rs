@@ -236,7 +236,10 @@ impl<'a> Checker<'a> {
                 Some(_) => {}
                 None if is_known_word(&id.name) => {}
                 None => {
-                    let candidates = self.names.visible(sc, |_| true);
+                    let mut candidates = self.names.visible(sc, |_| true);
+                    for e in EnumTy::ALL {
+                        candidates.extend(e.members());
+                    }
                     self.lint.push(SemaError::UnknownName {
                         name: id.name.clone(),
                         span: id.span,
@@ -277,12 +280,32 @@ impl<'a> Checker<'a> {
             }
             ExprKind::Call { args, .. } => args.iter().for_each(|a| self.lint_expr(a, sc)),
             ExprKind::Unary { operand, .. } => self.lint_expr(operand, sc),
-            ExprKind::Binary { lhs, rhs, .. } => {
+            ExprKind::Binary { op, lhs, rhs } => {
                 self.lint_expr(lhs, sc);
                 self.lint_expr(rhs, sc);
+                if let BinaryOp::Compare(_) = op {
+                    self.lint_comparison(lhs, rhs, sc);
+                }
             }
             // Lambdas and member paths only mean something in policy conditions.
             _ => {}
+        }
+    }
+
+    /// `16GiB < 20ms` in a constant: quantities of different dimensions never compare.
+    fn lint_comparison(&mut self, lhs: &'a Expr, rhs: &'a Expr, sc: ScopeRef) {
+        let a = self.infer(lhs, sc).and_then(|v| self.value_of(v));
+        let b = self.infer(rhs, sc).and_then(|v| self.value_of(v));
+        let (Some(a), Some(b)) = (a, b) else { return };
+        let dim = |v: &Val<'_>| match v {
+            Val::Qty(d, _) => Some(Some(*d)),
+            Val::Int(_) | Val::Dec(_) => Some(None),
+            _ => None,
+        };
+        if let (Some(da), Some(db)) = (dim(&a), dim(&b)) {
+            if da != db {
+                self.unit_mismatch("compare", &a, &b, lhs.span, rhs.span);
+            }
         }
     }
 
@@ -650,6 +673,7 @@ impl<'a> Checker<'a> {
                 Some(v) => self.coerce(v?, e.span, ty),
                 None => self.shape_mismatch(ty, e),
             },
+            ExprKind::Name(_) if matches!(ty, Ty::ServiceReq) => self.shape_mismatch(ty, e),
             ExprKind::Lambda { .. }
             | ExprKind::Clock(_)
             | ExprKind::Unary {
@@ -837,7 +861,7 @@ impl<'a> Checker<'a> {
                 None => {
                     let err = SemaError::UnknownMember {
                         name: id.name.clone(),
-                        enumeration: e.name(),
+                        enumeration: e.with_article(),
                         members: e.listing(),
                         span: id.span,
                         suggestion: suggest(&id.name, e.members().iter().copied()),

@@ -40,7 +40,7 @@ impl PTy {
             PTy::Int => "a number".into(),
             PTy::Str => "a string".into(),
             PTy::Qty(d) => d.with_article().into(),
-            PTy::Enum(e) => format!("a {}", e.name()),
+            PTy::Enum(e) => e.with_article(),
             PTy::List(t) => format!("a list of {}", t.plural()),
             PTy::Data => "a data set".into(),
             PTy::Accelerator => "an accelerator".into(),
@@ -736,7 +736,7 @@ impl<'a> Cond<'_, 'a> {
                     None => {
                         self.ck.error(SemaError::UnknownMember {
                             name: id.name.clone(),
-                            enumeration: en.name(),
+                            enumeration: en.with_article(),
                             members: en.listing(),
                             span: id.span,
                             suggestion: suggest(&id.name, en.members().iter().copied()),

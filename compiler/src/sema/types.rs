@@ -141,6 +141,17 @@ impl EnumTy {
         }
     }
 
+    /// `an environment class`, `a maturity`.
+    pub fn with_article(self) -> String {
+        let name = self.name();
+        let article = if name.starts_with(['a', 'e', 'i', 'o', 'u']) {
+            "an"
+        } else {
+            "a"
+        };
+        format!("{article} {name}")
+    }
+
     /// Ordered enumerations compare with `<`; the others only with `==` and `!=`.
     pub fn ordered(self) -> bool {
         matches!(
@@ -293,7 +304,7 @@ impl Ty {
             Ty::Money => "an amount of money".into(),
             Ty::Rate => "a price per GPU hour".into(),
             Ty::Cpu => "a number of CPU cores".into(),
-            Ty::Enum(e) => format!("a {}", e.name()),
+            Ty::Enum(e) => e.with_article(),
             Ty::List(el) => format!("a list of {}", el.plural()),
             Ty::Map(k, v) => format!("a map from {} to {}", k.plural(), v.plural()),
             Ty::Ref(k) => k.with_article().into(),
