@@ -311,3 +311,71 @@ fn mig_profiles_match_the_mig_user_guide() {
         );
     }
 }
+
+/// The examples of `docs/diagnostics.md` for semantic codes: `data/sema/doc/EXXXX.berth`
+/// reports that code and nothing else, and every semantic code has one.
+#[test]
+fn documented_examples_report_their_code() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sema/doc");
+    for code in berth_compiler::diagnostics::Code::ALL {
+        let c = code.as_str();
+        if !(c.starts_with("E02") || c.starts_with("E03") || c.starts_with("E04")) {
+            continue;
+        }
+        let path = dir.join(format!("{c}.berth"));
+        assert!(path.exists(), "no documentation example for {c}");
+        let (map, parsed, _, diags) = check(&[("example.berth".into(), read(&path).1)]);
+        let parse = parse_errors(&map, &parsed);
+        assert!(parse.is_empty(), "{c} example does not parse:\n{parse}");
+        assert!(!diags.is_empty(), "{c} example reports nothing");
+        for d in &diags {
+            assert_eq!(d.code, *code, "{c} example:\n{}", render(&map, &diags));
+        }
+    }
+}
+
+/// Prints the documentation examples in the neutral form of `docs/diagnostics.md`
+/// (`cargo test --test sema print_documented_examples -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn print_documented_examples() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sema/doc");
+    for code in berth_compiler::diagnostics::Code::ALL {
+        let path = dir.join(format!("{}.berth", code.as_str()));
+        if !path.exists() {
+            continue;
+        }
+        let (map, _, _, diags) = check(&[("example.berth".into(), read(&path).1)]);
+        println!("@@ {}", code.as_str());
+        for d in &diags {
+            let f = map.get(d.primary.span.file);
+            let lc = |s: berth_compiler::source::Span| f.map(|f| f.line_col(s.start));
+            let text = |s: berth_compiler::source::Span| {
+                f.map(|f| f.slice(s).to_string()).unwrap_or_default()
+            };
+            println!("{}[{}]: {}", severity(d), d.code, d.message);
+            if let Some(p) = lc(d.primary.span) {
+                println!("  --> example.berth:{}:{}", p.line, p.column);
+            }
+            if d.primary.message.is_empty() {
+                println!("  primary `{}`", text(d.primary.span));
+            } else {
+                println!(
+                    "  primary `{}`: {}",
+                    text(d.primary.span),
+                    d.primary.message
+                );
+            }
+            for l in &d.labels {
+                let line = lc(l.span).map_or(0, |p| p.line);
+                println!("  label `{}` (line {line}): {}", text(l.span), l.message);
+            }
+            for n in &d.notes {
+                println!("  note: {n}");
+            }
+            if let Some(h) = &d.help {
+                println!("  help: {h}");
+            }
+        }
+    }
+}
