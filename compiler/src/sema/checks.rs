@@ -84,11 +84,11 @@ pub fn run(ck: &mut Checker<'_>, ir: &Ir, spans: &SpanTable) {
         }
         if let Some(profile) = &r.mig {
             let mut accepted: Vec<AcceleratorId> = wl.accelerators.clone();
-            if accepted.is_empty() {
-                if let Some(m) = model {
-                    for v in &m.variants {
-                        accepted.extend(v.accelerators.iter().copied());
-                    }
+            if accepted.is_empty()
+                && let Some(m) = model
+            {
+                for v in &m.variants {
+                    accepted.extend(v.accelerators.iter().copied());
                 }
             }
             if accepted.is_empty() {
@@ -114,7 +114,7 @@ pub fn human_size(bytes: u64) -> String {
         ("KiB", 1 << 10),
     ];
     for (unit, factor) in UNITS {
-        if bytes >= *factor && bytes % factor == 0 {
+        if bytes >= *factor && bytes.is_multiple_of(*factor) {
             return format!("{}{unit}", bytes / factor);
         }
     }

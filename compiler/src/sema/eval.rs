@@ -302,10 +302,10 @@ impl<'a> Checker<'a> {
             Val::Int(_) | Val::Dec(_) => Some(None),
             _ => None,
         };
-        if let (Some(da), Some(db)) = (dim(&a), dim(&b)) {
-            if da != db {
-                self.unit_mismatch("compare", &a, &b, lhs.span, rhs.span);
-            }
+        if let (Some(da), Some(db)) = (dim(&a), dim(&b))
+            && da != db
+        {
+            self.unit_mismatch("compare", &a, &b, lhs.span, rhs.span);
         }
     }
 
@@ -457,28 +457,29 @@ impl<'a> Checker<'a> {
     ) -> Option<Val<'a>> {
         let a = self.infer(lhs, sc);
         // `0.90/gpu_hour`: a price per GPU hour.
-        if let (BinaryOp::Div, ExprKind::Name(id)) = (op, &rhs.kind) {
-            if id.name == "gpu_hour" && self.names.lookup(sc, "gpu_hour").is_none() {
-                let a = self.value_of(a?)?;
-                let dec = match a {
-                    Val::Int(n) => Dec::int(n),
-                    Val::Dec(d) => d,
-                    other => {
-                        let found = other.describe();
-                        self.mismatch(&Ty::Money, found, lhs.span, None);
-                        return None;
-                    }
-                };
-                return match dec.scale_to_int(ir::Money::MICROS.into()) {
-                    Ok(m) => Some(Val::Rate(m)),
-                    Err(err) => {
-                        self.arith_error(err, lhs.span, || {
-                            format!("`{dec}` has more than 6 decimals")
-                        });
-                        None
-                    }
-                };
-            }
+        if let (BinaryOp::Div, ExprKind::Name(id)) = (op, &rhs.kind)
+            && id.name == "gpu_hour"
+            && self.names.lookup(sc, "gpu_hour").is_none()
+        {
+            let a = self.value_of(a?)?;
+            let dec = match a {
+                Val::Int(n) => Dec::int(n),
+                Val::Dec(d) => d,
+                other => {
+                    let found = other.describe();
+                    self.mismatch(&Ty::Money, found, lhs.span, None);
+                    return None;
+                }
+            };
+            return match dec.scale_to_int(ir::Money::MICROS.into()) {
+                Ok(m) => Some(Val::Rate(m)),
+                Err(err) => {
+                    self.arith_error(err, lhs.span, || {
+                        format!("`{dec}` has more than 6 decimals")
+                    });
+                    None
+                }
+            };
         }
         let b = self.infer(rhs, sc);
         let a = self.value_of(a?)?;
@@ -695,12 +696,11 @@ impl<'a> Checker<'a> {
         if let (Ty::ServiceReq, ExprKind::Name(id)) = (ty, &e.kind) {
             help = Some(format!("write `{} >= ga`", id.name));
         }
-        if let (Ty::Enum(_) | Ty::OneOf(_), ExprKind::Record { ctor, .. }) = (ty, &e.kind) {
-            if let Ty::Enum(en) = ty {
-                if en.index_of(&ctor.name).is_some() {
-                    help = Some(format!("write just `{}`", ctor.name));
-                }
-            }
+        if let (Ty::Enum(_) | Ty::OneOf(_), ExprKind::Record { ctor, .. }) = (ty, &e.kind)
+            && let Ty::Enum(en) = ty
+            && en.index_of(&ctor.name).is_some()
+        {
+            help = Some(format!("write just `{}`", ctor.name));
         }
         self.mismatch(ty, describe_expr(e), e.span, help);
         None

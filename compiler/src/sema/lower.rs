@@ -210,13 +210,12 @@ pub fn lower(ck: &mut Checker<'_>) -> (Ir, SpanTable) {
 fn register_catalogue(ck: &mut Checker<'_>) {
     let mut found = Vec::new();
     for (c, def) in ck.names.consts.iter().enumerate() {
-        if let ExprKind::Record { ctor, body } = &def.value.kind {
-            if let Some(s) = schema::CATALOGUE_RECORDS
+        if let ExprKind::Record { ctor, body } = &def.value.kind
+            && let Some(s) = schema::CATALOGUE_RECORDS
                 .iter()
                 .find(|s| s.name == ctor.name)
-            {
-                found.push((c, *s, ctor, body, def.scope, def.name, &def.item.docs));
-            }
+        {
+            found.push((c, *s, ctor, body, def.scope, def.name, &def.item.docs));
         }
     }
     for (c, s, ..) in &found {
@@ -749,14 +748,14 @@ fn lower_placements(ck: &mut Checker<'_>, ir: &mut Ir, spans: &mut SpanTable) {
         let mut fallback = Vec::new();
         for (d, span) in ck.refs(f.get("fallback"), "fallback target") {
             let Def::Target(t) = d else { continue };
-            if let Some(cands) = &targets {
-                if !cands.iter().any(|(c, _)| c.0 == t) {
-                    ck.error(SemaError::FallbackNotCandidate {
-                        target: ck.names.targets[t as usize].name.name.clone(),
-                        span,
-                        targets: f.span("targets"),
-                    });
-                }
+            if let Some(cands) = &targets
+                && !cands.iter().any(|(c, _)| c.0 == t)
+            {
+                ck.error(SemaError::FallbackNotCandidate {
+                    target: ck.names.targets[t as usize].name.name.clone(),
+                    span,
+                    targets: f.span("targets"),
+                });
             }
             fallback.push(TargetId(t));
         }

@@ -618,10 +618,11 @@ impl<'a> Cond<'_, 'a> {
         // Typed when some element has a type of its own; open otherwise.
         let mut ty = None;
         for item in items {
-            if let ExprKind::Name(id) = &item.kind {
-                if self.ck.names.lookup(self.sc, &id.name).is_none() && !self.is_param(&id.name) {
-                    continue;
-                }
+            if let ExprKind::Name(id) = &item.kind
+                && self.ck.names.lookup(self.sc, &id.name).is_none()
+                && !self.is_param(&id.name)
+            {
+                continue;
             }
             if matches!(item.kind, ExprKind::Int(_) | ExprKind::Decimal(_)) {
                 continue;
@@ -706,12 +707,11 @@ impl<'a> Cond<'_, 'a> {
     fn expect(&mut self, e: &'a Expr, ty: &PTy) -> Option<PolicyExpr> {
         // A name that is a member of the expected enumeration means the member, even when
         // something else in scope has that name.
-        if let (ExprKind::Name(id), PTy::Enum(en)) = (&e.kind, ty) {
-            if !self.is_param(&id.name) {
-                if let Some(i) = en.index_of(&id.name) {
-                    return enum_value(*en, i).map(PolicyExpr::Const);
-                }
-            }
+        if let (ExprKind::Name(id), PTy::Enum(en)) = (&e.kind, ty)
+            && !self.is_param(&id.name)
+            && let Some(i) = en.index_of(&id.name)
+        {
+            return enum_value(*en, i).map(PolicyExpr::Const);
         }
         let got = self.infer(e)?;
         self.close(got, e.span, ty)
