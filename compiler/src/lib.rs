@@ -7,6 +7,7 @@ pub mod diagnostics;
 pub mod driver;
 pub mod ir;
 pub mod plan;
+pub mod sema;
 pub mod source;
 pub mod syntax;
 pub mod verify;

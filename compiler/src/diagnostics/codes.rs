@@ -72,10 +72,102 @@ codes! {
     TooManyTokens = "E0192", "too many tokens";
 
     // ---- E02xx: names and imports ----
+    /// A name that is not defined in the spec, not imported, and not a member of the
+    /// enumeration expected there.
+    UnknownName = "E0201", "unknown name";
+    /// Two definitions (items, constants or imports) with the same name in one namespace.
+    DuplicateDefinition = "E0202", "duplicate definition";
+    /// A `use` of a module that does not exist (only `std.gpu`, `std.services` and
+    /// `std.environments` do).
+    UnknownModule = "E0203", "unknown module";
+    /// A `use` of an item its module does not have.
+    UnknownImport = "E0204", "unknown import";
+    /// Constants whose values depend on each other in a cycle.
+    ConstCycle = "E0205", "cycle among constants";
+    /// A reference to the wrong kind of thing: a target where a model is expected.
+    WrongKindOfReference = "E0206", "wrong kind of reference";
+    /// `use std.gpu`: a module itself cannot be imported, only its items.
+    ModuleImport = "E0207", "import of a whole module";
 
     // ---- E03xx: schema and types ----
+    /// A field the block's schema does not have.
+    UnknownField = "E0301", "unknown field";
+    /// A required field that is missing.
+    MissingField = "E0302", "missing required field";
+    /// A field given twice in one block.
+    DuplicateField = "E0303", "duplicate field";
+    /// A value of the wrong type.
+    TypeMismatch = "E0304", "mismatched types";
+    /// A name that is not a member of the enumeration expected there.
+    UnknownMember = "E0305", "unknown enum member";
+    /// Arithmetic or a comparison between values of different units.
+    UnitMismatch = "E0306", "incompatible units";
+    /// Arithmetic whose result does not fit in 64 bits.
+    Overflow = "E0307", "arithmetic overflow";
+    /// A value that needs a fraction of its base unit, or more decimals than allowed.
+    InexactValue = "E0308", "inexact value";
+    /// `<`, `<=`, `>`, `>=` between members of an unordered enumeration, or between strings.
+    UnorderedComparison = "E0309", "comparison of unordered values";
+    /// A field written in the wrong form: a block as a value, a missing or extra name.
+    WrongEntryShape = "E0310", "wrong kind of entry";
+    /// A bound in a policy rule that is not `<=`.
+    InvalidBound = "E0311", "invalid bound";
+    /// A path such as `workload.replica` that names no field usable in a policy condition.
+    UnknownPath = "E0312", "unknown field in a condition";
+    /// A `deny` condition (or `and`/`or`/`not` operand) that is not a boolean.
+    NotBoolean = "E0313", "condition is not a boolean";
+    /// A window's time zone that is not an IANA time zone name.
+    UnknownTimeZone = "E0314", "unknown time zone";
+    /// A window's days that are not `weekdays`, `weekends`, `daily` or a list of days.
+    InvalidDays = "E0315", "invalid window days";
+    /// A method other than `any`/`all`, or a lambda with the wrong number of parameters.
+    InvalidMethod = "E0316", "invalid method call";
+    /// Arithmetic on `workload.…` or `target.…` values in a policy condition.
+    NonConstantArithmetic = "E0317", "arithmetic on run-time values";
+    /// A record constructor that does not exist where it is used (`kubernets { … }`).
+    UnknownConstructor = "E0318", "unknown constructor";
+    /// A number outside the range its field allows.
+    OutOfRange = "E0319", "value out of range";
+    /// A call of an unknown function, or with the wrong arguments.
+    InvalidCall = "E0320", "invalid call";
+    /// An `approval` or `reclaim` condition not of the supported form.
+    InvalidRuleCondition = "E0321", "unsupported rule condition";
+    /// A `limit` or `reclaim` selector other than `class`, `kind` or `team`.
+    UnknownSelector = "E0322", "unknown selector";
+    /// A window whose clock range is empty or starts at `24:00`.
+    InvalidClockRange = "E0323", "invalid clock range";
+    /// A taint not written `key=value:Effect` or `key:Effect` with a known effect.
+    InvalidTaint = "E0324", "invalid taint";
+    /// A division by zero in a constant expression.
+    DivisionByZero = "E0325", "division by zero";
 
     // ---- E04xx: semantic checks ----
+    /// A model variant that needs more GPU memory than any accelerator it may run on has.
+    VariantTooLarge = "E0401", "model variant fits no accelerator";
+    /// A count that must be at least one is zero (`replicas = 0`, a pool's `count = 0`).
+    ZeroCount = "E0402", "zero where at least one is needed";
+    /// A workload that needs GPUs but says nothing about which accelerators it accepts.
+    GpuWithoutAccelerator = "E0403", "GPU workload without accelerators";
+    /// A negative size, duration, count, capacity or price.
+    NegativeQuantity = "E0404", "negative quantity";
+    /// A digest that is not `sha256:` followed by 64 lowercase hex digits.
+    InvalidDigest = "E0405", "invalid digest";
+    /// Two `placement` blocks for one workload.
+    DuplicatePlacement = "E0406", "duplicate placement";
+    /// A MIG profile the accelerator does not have.
+    UnknownMigProfile = "E0407", "unknown MIG profile";
+    /// A fallback target that is not among the placement's candidate targets.
+    FallbackNotCandidate = "E0408", "fallback outside the candidates";
+    /// The same element twice in a list, or the same name twice among a block's entries.
+    DuplicateEntry = "E0409", "duplicate entry";
+    /// A workload listed in its own `isolate_from`.
+    IsolateFromSelf = "E0410", "workload isolated from itself";
+    /// Two entitlements for one identity, or two quotas for one team.
+    DuplicateRule = "E0411", "duplicate policy rule";
+    /// A `telemetry` block without exactly one of `export` and `buffer`.
+    TelemetryChoice = "E0412", "telemetry needs one mode";
+    /// A workload asking for a MIG profile without a GPU count.
+    MigWithoutGpu = "E0413", "MIG profile without a GPU count";
 
     // ---- E05xx: placement and plan ----
 
