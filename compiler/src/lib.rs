@@ -4,8 +4,13 @@
 //! crate reads files and calls into here (see ARCHITECTURE.md).
 
 pub mod diagnostics;
+pub mod driver;
 pub mod ir;
 pub mod placement;
 pub mod plan;
+pub mod sema;
 pub mod source;
 pub mod syntax;
+pub mod verify;
+
+pub use driver::{CheckOutput, check};
