@@ -18,7 +18,7 @@
 //! fits one replica and its accelerator is entitled. Its rank is (fallback, objectives in
 //! preference order); options are sorted by rank, then target, then pool.
 
-use super::eligibility::{EligibilityMatrix, NO_VARIANT, PoolFit, cpu_variant};
+use super::eligibility::{EligibilityMatrix, NO_VARIANT, PoolFit, cpu_variant, gpu_units};
 use super::index::EstateIndex;
 use super::policy::PolicyContext;
 use crate::ir::{Ir, Money, Preference};
@@ -67,7 +67,7 @@ pub fn preferences(ir: &Ir, w: usize) -> Vec<Preference> {
 
 /// Price of one replica for a day on target `t`: `gpu × gpu_hour × 24`.
 pub fn replica_cost_per_day(ir: &Ir, w: usize, t: usize) -> Money {
-    let gpu = i64::from(ir.workloads[w].resources.gpu);
+    let gpu = i64::from(gpu_units(&ir.workloads[w]));
     let hour = ir.targets[t].cost.gpu_hour.unwrap_or_default().0;
     Money(hour.saturating_mul(gpu).saturating_mul(24))
 }
@@ -95,7 +95,7 @@ fn workload_options(
 ) -> Vec<Opt> {
     let workload = &ir.workloads[w];
     let prefs = preferences(ir, w);
-    let gpu = workload.resources.gpu;
+    let gpu = gpu_units(workload);
     let mut opts = Vec::new();
     for (t, v) in matrix.row(w).iter().enumerate() {
         if !v.is_ok() {
@@ -344,33 +344,34 @@ impl Assigner<'_> {
 
     /// Capacity left after placing one replica: GPUs in the pool, else CPU on the target.
     fn leftover(&self, w: usize, o: &Opt) -> u64 {
-        let r = &self.ir.workloads[w].resources;
+        let workload = &self.ir.workloads[w];
         let l = &self.out.ledger;
         if o.flat_pool == NO_POOL {
-            l.cpu_free[o.target as usize].saturating_sub(r.cpu_millis)
+            l.cpu_free[o.target as usize].saturating_sub(workload.resources.cpu_millis)
         } else {
-            u64::from(l.pool_free[o.flat_pool as usize].saturating_sub(r.gpu))
+            u64::from(l.pool_free[o.flat_pool as usize].saturating_sub(gpu_units(workload)))
         }
     }
 
     fn place(&mut self, w: usize, oi: usize) {
         let o = self.out.options[w][oi];
         let r = &self.ir.workloads[w].resources;
+        let units = gpu_units(&self.ir.workloads[w]);
         let l = &mut self.out.ledger;
         let t = o.target as usize;
         l.cpu_free[t] = l.cpu_free[t].saturating_sub(r.cpu_millis);
         l.memory_free[t] = l.memory_free[t].saturating_sub(r.memory);
         if o.flat_pool != NO_POOL {
             let p = o.flat_pool as usize;
-            l.pool_free[p] = l.pool_free[p].saturating_sub(r.gpu);
+            l.pool_free[p] = l.pool_free[p].saturating_sub(units);
             let h = &mut l.holders[p];
             match h.binary_search_by_key(&(w as u32), |(x, _)| *x) {
-                Ok(i) => h[i].1 += r.gpu,
-                Err(i) => h.insert(i, (w as u32, r.gpu)),
+                Ok(i) => h[i].1 += units,
+                Err(i) => h.insert(i, (w as u32, units)),
             }
         }
         for &c in &self.policy.workload_caps[w] {
-            l.cap_used[c as usize] += u64::from(r.gpu);
+            l.cap_used[c as usize] += u64::from(units);
         }
         let slots = &mut self.out.slots[w];
         match slots.binary_search_by_key(&(oi as u32), |(i, _)| *i) {
@@ -382,24 +383,25 @@ impl Assigner<'_> {
     fn remove(&mut self, w: usize, oi: usize) {
         let o = self.out.options[w][oi];
         let r = &self.ir.workloads[w].resources;
+        let units = gpu_units(&self.ir.workloads[w]);
         let l = &mut self.out.ledger;
         let t = o.target as usize;
         l.cpu_free[t] += r.cpu_millis;
         l.memory_free[t] += r.memory;
         if o.flat_pool != NO_POOL {
             let p = o.flat_pool as usize;
-            l.pool_free[p] += r.gpu;
+            l.pool_free[p] += units;
             let h = &mut l.holders[p];
             if let Ok(i) = h.binary_search_by_key(&(w as u32), |(x, _)| *x) {
-                h[i].1 -= r.gpu.min(h[i].1);
-                if h[i].1 == 0 && r.gpu > 0 {
+                h[i].1 -= units.min(h[i].1);
+                if h[i].1 == 0 && units > 0 {
                     h.remove(i);
                 }
             }
         }
         for &c in &self.policy.workload_caps[w] {
             let used = &mut l.cap_used[c as usize];
-            *used = used.saturating_sub(u64::from(r.gpu));
+            *used = used.saturating_sub(u64::from(units));
         }
         let slots = &mut self.out.slots[w];
         if let Ok(i) = slots.binary_search_by_key(&(oi as u32), |(i, _)| *i) {
@@ -536,7 +538,7 @@ impl Assignment {
 
     /// The first cap one more replica of `w` would exceed.
     pub fn cap_block(&self, ir: &Ir, policy: &PolicyContext, w: usize) -> Option<u32> {
-        let gpu = u64::from(ir.workloads[w].resources.gpu);
+        let gpu = u64::from(gpu_units(&ir.workloads[w]));
         if gpu == 0 {
             return None;
         }
@@ -554,15 +556,15 @@ impl Assignment {
     pub fn blocker_with(&self, ir: &Ir, index: &EstateIndex, w: usize, o: &Opt) -> Option<Block> {
         let workload = &ir.workloads[w];
         let placement = &workload.placement;
-        if let Some(n) = placement.per_target {
-            if self.on_target(w, o.target) >= n {
-                return Some(Block::SpreadTarget);
-            }
+        if let Some(n) = placement.per_target
+            && self.on_target(w, o.target) >= n
+        {
+            return Some(Block::SpreadTarget);
         }
-        if let Some(n) = placement.per_region {
-            if self.in_region(index, w, index.region[o.target as usize]) >= n {
-                return Some(Block::SpreadRegion);
-            }
+        if let Some(n) = placement.per_region
+            && self.in_region(index, w, index.region[o.target as usize]) >= n
+        {
+            return Some(Block::SpreadRegion);
         }
         let r = &workload.resources;
         if o.flat_pool != NO_POOL {
@@ -572,7 +574,7 @@ impl Assignment {
             {
                 return Some(Block::Isolation(*p));
             }
-            if self.ledger.pool_free[o.flat_pool as usize] < r.gpu {
+            if self.ledger.pool_free[o.flat_pool as usize] < gpu_units(workload) {
                 return Some(Block::Capacity);
             }
         }

@@ -215,13 +215,12 @@ impl<'a> RowContext<'a> {
     /// The first failing requirement of target `t`, or OK.
     fn check(&self, t: usize) -> Verdict {
         let ix = self.index;
-        if let Some(bits) = &self.candidates {
-            if bits
+        if let Some(bits) = &self.candidates
+            && bits
                 .get(t / 64)
                 .is_none_or(|word| word & (1 << (t % 64)) == 0)
-            {
-                return Verdict::reject(Reason::NotCandidate, NO_DETAIL);
-            }
+        {
+            return Verdict::reject(Reason::NotCandidate, NO_DETAIL);
         }
         if self.env_mask != 0 && self.env_mask & env_bit(ix.class[t]) == 0 {
             return Verdict::reject(Reason::Environment, NO_DETAIL);
@@ -229,7 +228,7 @@ impl<'a> RowContext<'a> {
         if ix.connectivity[t] < self.w.connectivity {
             return Verdict::reject(Reason::Connectivity, NO_DETAIL);
         }
-        let gpu = self.w.resources.gpu;
+        let gpu = gpu_units(self.w);
         if gpu > 0 {
             // The furthest any pool gets: a target fails with its best pool's reason.
             let mut best: Option<(Reason, u32)> = None;
@@ -322,8 +321,12 @@ pub fn pool_fit(ir: &Ir, w: &Workload, kind: &PoolKind) -> PoolFit {
                 return PoolFit::Fails(Reason::Mig);
             }
         }
-        (Some(_), Partition::Whole) => return PoolFit::Fails(Reason::Mig),
-        (None, _) => {}
+        // MIG instances come only from a pool partitioned into that profile, and whole GPUs
+        // only from a pool that is not partitioned.
+        (Some(_), Partition::Whole) | (None, Partition::Mig(_)) => {
+            return PoolFit::Fails(Reason::Mig);
+        }
+        (None, Partition::Whole) => {}
     }
     if w.resources.gpu_memory.is_some_and(|m| m > kind.unit_memory) {
         return PoolFit::Fails(Reason::GpuMemory);
@@ -343,6 +346,15 @@ pub fn pool_fit(ir: &Ir, w: &Workload, kind: &PoolKind) -> PoolFit {
         .map_or(PoolFit::Fails(Reason::NoVariant), |i| PoolFit::Fits {
             variant: i as u16,
         })
+}
+
+/// GPUs (or MIG instances) one replica takes from one pool; 0 for a workload without GPUs.
+/// A workload that asks for a MIG profile takes at least one instance.
+pub fn gpu_units(w: &Workload) -> u32 {
+    match w.resources.mig {
+        Some(_) => w.resources.gpu.max(1),
+        None => w.resources.gpu,
+    }
 }
 
 /// The variant a workload without GPUs uses: the first that names no accelerators.

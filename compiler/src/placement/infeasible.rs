@@ -4,6 +4,7 @@
 
 use super::Solved;
 use super::assign::{Block, NO_POOL};
+use super::eligibility::gpu_units;
 use super::policy::CapSource;
 use super::reasons::{SPREAD_REGION, SPREAD_TARGET, accel, pool_name};
 use super::units::{bytes, count, cpus, duration};
@@ -236,7 +237,7 @@ impl Solved<'_> {
                     .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))?;
                 Some(format!(
                     "no fitting pool has {} for one replica: the largest, on `{}`, has {}",
-                    count(u64::from(wl.resources.gpu), "GPU"),
+                    count(u64::from(gpu_units(wl)), "GPU"),
                     ir.targets[t].name,
                     units
                 ))
@@ -247,13 +248,16 @@ impl Solved<'_> {
 
     fn cap_shortfall(&self, w: usize, c: usize, missing: u32, out: &mut Infeasibility) {
         let ir = self.ir;
-        let gpu = u64::from(ir.workloads[w].resources.gpu);
+        let gpu = u64::from(gpu_units(&ir.workloads[w]));
         let need = u64::from(missing) * gpu;
         let cap = &self.policy.caps[c];
         let used = self.assignment.ledger.cap_used[c];
         let raise_to = (used + need).max(cap.max);
         let (message, _) = self.cap_message(c);
-        out.message = format!("{message}; {} more needed", count(need, "GPU"));
+        out.message = format!(
+            "{message}; {need} more GPU{} needed",
+            if need == 1 { "" } else { "s" }
+        );
         out.hint = Some(match cap.source {
             CapSource::Quota(i) => format!(
                 "raise `quota team(\"{}\")` to {}",
@@ -307,7 +311,7 @@ impl Solved<'_> {
                     .pools
                     .get(o.pool as usize)
                     .map_or("?", |p| accel(ir, p.accelerator));
-                let need = missing64 * u64::from(wl.resources.gpu);
+                let need = missing64 * u64::from(gpu_units(wl));
                 out.message = format!(
                     "pools ran out: {need} more {accelerator} {noun}{} needed",
                     if need == 1 { "" } else { "s" }

@@ -36,8 +36,11 @@ use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use verdict::{Reason, Verdict};
 
-/// Rejections of one workload for the same stage and reason listed one by one; beyond this,
-/// the last listed carries the count of the others (see `docs/placement.md`).
+/// Estates up to this many targets list every rejected target of every workload.
+pub const FULL_LISTING_TARGETS: usize = 100;
+
+/// In larger estates, rejections of one workload for the same reason listed one by one;
+/// the last listed counts the others (`Rejection::others`; see `docs/placement.md`).
 pub const REJECTIONS_LISTED_PER_REASON: usize = 3;
 
 /// Everything the stages decided, for assembling and explaining the plan.
@@ -236,7 +239,7 @@ impl Solved<'_> {
             pool: pool.map(|p| p.name.clone()),
             replicas,
             gpus_per_replica: if pool.is_some() {
-                workload.resources.gpu
+                eligibility::gpu_units(workload)
             } else {
                 0
             },
@@ -262,10 +265,15 @@ impl Solved<'_> {
         }
     }
 
-    /// Every target `w` does not use, with its reason: per reason, the first
-    /// [`REJECTIONS_LISTED_PER_REASON`] targets (in IR order) are listed and the last of them
-    /// counts the others.
+    /// Every target `w` does not use, with its reason. Beyond [`FULL_LISTING_TARGETS`]
+    /// targets, per reason only the first [`REJECTIONS_LISTED_PER_REASON`] (in IR order) are
+    /// listed and the last of them counts the others.
     fn rejections(&self, w: usize, slots: &[(Opt, u32)]) -> Vec<Rejection> {
+        let limit = if self.ir.targets.len() <= FULL_LISTING_TARGETS {
+            usize::MAX
+        } else {
+            REJECTIONS_LISTED_PER_REASON
+        };
         let mut used: Vec<u32> = slots.iter().map(|(o, _)| o.target).collect();
         used.sort_unstable();
         used.dedup();
@@ -289,7 +297,8 @@ impl Solved<'_> {
                 next_used.next();
                 continue;
             }
-            let v = if v.is_ok() {
+            let permitted = v.is_ok();
+            let v = if permitted {
                 let first = first_option
                     .binary_search_by_key(&(t as u32), |(x, _)| *x)
                     .ok()
@@ -301,16 +310,8 @@ impl Solved<'_> {
             };
             let r = v.reason().unwrap_or(Reason::NotNeeded) as usize;
             counts[r] += 1;
-            if counts[r] as usize <= REJECTIONS_LISTED_PER_REASON {
-                let v = if v
-                    .reason()
-                    .is_some_and(|r| r.stage() == RejectionStage::Assignment)
-                {
-                    v
-                } else {
-                    self.verdict(w, t)
-                };
-                listed.push((t, v));
+            if counts[r] as usize <= limit {
+                listed.push((t, if permitted { v } else { self.verdict(w, t) }));
             }
         }
         let mut shown = [0u32; Reason::COUNT];
@@ -320,7 +321,7 @@ impl Solved<'_> {
                 let r = v.reason().unwrap_or(Reason::NotNeeded) as usize;
                 shown[r] += 1;
                 let mut rejection = self.rejection(w, t, v);
-                if shown[r] as usize == REJECTIONS_LISTED_PER_REASON {
+                if shown[r] as usize == limit {
                     rejection.others = counts[r] - shown[r];
                 }
                 rejection

@@ -14,7 +14,7 @@
 //! `target.<f>`) the condition mentions evaluate identically, so `holds` runs once per
 //! distinct group pair, on representatives.
 
-use super::eligibility::{EligibilityMatrix, FitTable, PoolFit};
+use super::eligibility::{EligibilityMatrix, FitTable, PoolFit, gpu_units};
 use super::index::EstateIndex;
 use super::verdict::{Cell, Reason, Verdict};
 use crate::ir::{
@@ -38,12 +38,19 @@ pub enum NotEntitled {
 }
 
 impl NotEntitled {
-    pub fn from_detail(d: u32) -> Self {
-        match d {
+    /// A verdict detail: the kind, and which entitlement (index in `Policy::entitlements`).
+    pub fn detail(self, entitlement: u32) -> u32 {
+        self as u32 | (entitlement << 2)
+    }
+
+    /// The kind and the entitlement of a verdict detail.
+    pub fn from_detail(d: u32) -> (Self, u32) {
+        let kind = match d & 3 {
             0 => NotEntitled::NoEntitlement,
             1 => NotEntitled::Environment,
             _ => NotEntitled::Accelerator,
-        }
+        };
+        (kind, d >> 2)
     }
 }
 
@@ -80,8 +87,8 @@ pub struct Cap {
 pub struct PolicyContext {
     /// Per `Policy::windows`, whether it is in effect at the plan instant.
     pub window_in_effect: Vec<bool>,
-    /// Per workload, the entitlement that governs its identity (the first naming it).
-    pub entitlement_of: Vec<Option<u32>>,
+    /// Per workload, the entitlements naming its identity (all of them apply).
+    pub entitlements_of: Vec<Vec<u32>>,
     pub any_entitlement: bool,
     pub caps: Vec<Cap>,
     /// Per workload, the caps it counts against (indexes into `caps`).
@@ -96,20 +103,18 @@ impl PolicyContext {
             .iter()
             .map(|w| window_in_effect(w, at))
             .collect();
-        let entitlement_of: Vec<Option<u32>> = ir
+        let entitlements_of: Vec<Vec<u32>> = ir
             .workloads
             .iter()
             .map(|w| {
-                policy
-                    .entitlements
-                    .iter()
-                    .position(|e| e.identity == w.identity)
-                    .map(|i| i as u32)
+                (0..policy.entitlements.len() as u32)
+                    .filter(|&i| policy.entitlements[i as usize].identity == w.identity)
+                    .collect()
             })
             .collect();
         let mut ctx = PolicyContext {
             window_in_effect,
-            entitlement_of,
+            entitlements_of,
             any_entitlement: !policy.entitlements.is_empty(),
             caps: Vec::new(),
             workload_caps: vec![Vec::new(); ir.workloads.len()],
@@ -121,9 +126,9 @@ impl PolicyContext {
         }
         for (i, e) in policy.entitlements.iter().enumerate() {
             if let Some(max) = e.max_gpu {
-                let ent = &ctx.entitlement_of;
-                let members: Vec<bool> = ent.iter().map(|x| *x == Some(i as u32)).collect();
-                ctx.add_cap(CapSource::Entitlement(i as u32), max, |w| members[w]);
+                ctx.add_cap(CapSource::Entitlement(i as u32), max, |w| {
+                    ir.workloads[w].identity == e.identity
+                });
             }
         }
         for (i, l) in policy.limits.iter().enumerate() {
@@ -154,17 +159,28 @@ impl PolicyContext {
         }
     }
 
-    /// May workload `w` use accelerator `a` (its entitlement's list)?
+    /// May workload `w` use accelerator `a`? Every entitlement of its identity must allow it.
     pub fn accelerator_allowed(&self, ir: &Ir, w: usize, a: AcceleratorId) -> bool {
-        match self.entitlement(ir, w) {
-            Some(e) => e.accelerators.as_ref().is_none_or(|list| list.contains(&a)),
-            None => true,
-        }
+        self.first_refusing(ir, w, |e| {
+            e.accelerators
+                .as_ref()
+                .is_some_and(|list| !list.contains(&a))
+        })
+        .is_none()
     }
 
-    fn entitlement<'a>(&self, ir: &'a Ir, w: usize) -> Option<&'a crate::ir::Entitlement> {
-        let e = (*self.entitlement_of.get(w)?)?;
-        ir.policy.entitlements.get(e as usize)
+    /// The first entitlement of `w`'s identity for which `refuses` holds.
+    fn first_refusing(
+        &self,
+        ir: &Ir,
+        w: usize,
+        refuses: impl Fn(&crate::ir::Entitlement) -> bool,
+    ) -> Option<u32> {
+        self.entitlements_of
+            .get(w)?
+            .iter()
+            .copied()
+            .find(|&e| ir.policy.entitlements.get(e as usize).is_some_and(&refuses))
     }
 
     /// Applies deny rules and entitlements to every eligible pair, in parallel.
@@ -230,38 +246,53 @@ impl PolicyContext {
                 return Verdict::reject(Reason::Denied, i as u32);
             }
         }
-        let workload = &ir.workloads[w];
-        match self.entitlement(ir, w) {
-            None if self.any_entitlement && workload.resources.gpu > 0 => {
-                Verdict::reject(Reason::NotEntitled, NotEntitled::NoEntitlement as u32)
-            }
-            None => Verdict::OK,
-            Some(e) => {
-                if e.environments
-                    .as_ref()
-                    .is_some_and(|envs| !envs.contains(&index.class[t]))
-                {
-                    return Verdict::reject(Reason::NotEntitled, NotEntitled::Environment as u32);
-                }
-                if workload.resources.gpu > 0 && e.accelerators.is_some() {
-                    let any_pool = index.target_pools(t).iter().any(|slot| {
-                        matches!(fits.fit(w, slot.kind), PoolFit::Fits { .. })
-                            && slot.units >= workload.resources.gpu
-                            && index
-                                .kinds
-                                .get(slot.kind as usize)
-                                .is_some_and(|k| self.accelerator_allowed(ir, w, k.accelerator))
-                    });
-                    if !any_pool {
-                        return Verdict::reject(
-                            Reason::NotEntitled,
-                            NotEntitled::Accelerator as u32,
-                        );
-                    }
-                }
+        let units = gpu_units(&ir.workloads[w]);
+        let own = self.entitlements_of.get(w).map_or(&[][..], Vec::as_slice);
+        if own.is_empty() {
+            return if self.any_entitlement && units > 0 {
+                Verdict::reject(Reason::NotEntitled, NotEntitled::NoEntitlement.detail(0))
+            } else {
                 Verdict::OK
+            };
+        }
+        let class = index.class[t];
+        if let Some(e) = self.first_refusing(ir, w, |e| {
+            e.environments
+                .as_ref()
+                .is_some_and(|envs| !envs.contains(&class))
+        }) {
+            return Verdict::reject(Reason::NotEntitled, NotEntitled::Environment.detail(e));
+        }
+        if units > 0 {
+            let usable = |slot: &super::index::PoolSlot| {
+                matches!(fits.fit(w, slot.kind), PoolFit::Fits { .. }) && slot.units >= units
+            };
+            let entitled = index.target_pools(t).iter().any(|slot| {
+                usable(slot)
+                    && index
+                        .kinds
+                        .get(slot.kind as usize)
+                        .is_some_and(|k| self.accelerator_allowed(ir, w, k.accelerator))
+            });
+            if !entitled {
+                // Name the first entitlement refusing a usable pool's accelerator.
+                let e = index
+                    .target_pools(t)
+                    .iter()
+                    .filter(|slot| usable(slot))
+                    .filter_map(|slot| index.kinds.get(slot.kind as usize))
+                    .find_map(|k| {
+                        self.first_refusing(ir, w, |e| {
+                            e.accelerators
+                                .as_ref()
+                                .is_some_and(|list| !list.contains(&k.accelerator))
+                        })
+                    })
+                    .unwrap_or(own[0]);
+                return Verdict::reject(Reason::NotEntitled, NotEntitled::Accelerator.detail(e));
             }
         }
+        Verdict::OK
     }
 }
 

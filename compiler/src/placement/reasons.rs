@@ -3,7 +3,7 @@
 //! in the target). Rendered lazily, only for the rejections a plan lists.
 
 use super::Solved;
-use super::eligibility::PoolFit;
+use super::eligibility::{PoolFit, gpu_units};
 use super::index::Partition;
 use super::policy::{CapSource, NotEntitled};
 use super::units::{bytes, count, cpus, duration, names};
@@ -192,7 +192,7 @@ impl Solved<'_> {
             Reason::GpuCount => (
                 format!(
                     "needs {} per replica from one pool; the largest fitting pool, `{}`, has {}",
-                    count(u64::from(r.gpu), "GPU"),
+                    count(u64::from(gpu_units(wl)), "GPU"),
                     pool_name(ir, t, d),
                     self.units_of(t, d)
                 ),
@@ -211,7 +211,10 @@ impl Solved<'_> {
                     ts(&["class"]),
                 )
             }
-            Reason::NotEntitled => self.entitlement_message(w, t, NotEntitled::from_detail(d)),
+            Reason::NotEntitled => {
+                let (why, e) = NotEntitled::from_detail(d);
+                self.entitlement_message(w, t, why, e)
+            }
             Reason::Quota | Reason::EntitlementLimit | Reason::WindowLimit => {
                 let (message, site) = self.cap_message(d as usize);
                 (message, site, ts(&[]))
@@ -226,7 +229,7 @@ impl Solved<'_> {
                     format!(
                         "pool `{}` has {free} of {cap} {unit}s free; needs {} per replica",
                         pool_name(ir, t, d),
-                        count(u64::from(r.gpu), unit)
+                        count(u64::from(gpu_units(wl)), unit)
                     ),
                     ws(&["resources.gpu"]),
                     self.pool_site(t, d, "count"),
@@ -305,7 +308,7 @@ impl Solved<'_> {
         } else {
             format!(
                 "has no GPU pool; needs {} per replica",
-                count(u64::from(wl.resources.gpu), "GPU")
+                count(u64::from(gpu_units(wl)), "GPU")
             )
         };
         (
@@ -375,10 +378,16 @@ impl Solved<'_> {
         )
     }
 
-    fn entitlement_message(&self, w: usize, t: usize, why: NotEntitled) -> (String, Site, Site) {
+    fn entitlement_message(
+        &self,
+        w: usize,
+        t: usize,
+        why: NotEntitled,
+        e: u32,
+    ) -> (String, Site, Site) {
         let ir = self.ir;
         let wl = &ir.workloads[w];
-        let e = self.policy.entitlement_of.get(w).copied().flatten();
+        let e = (why != NotEntitled::NoEntitlement).then_some(e);
         let ent = e.and_then(|e| ir.policy.entitlements.get(e as usize));
         let ent_site = Site::Span(e.and_then(|e| ir.spans.entitlements.get(e as usize).copied()));
         match (why, ent) {

@@ -55,7 +55,7 @@ pub fn duration(ns: u64) -> String {
 
 /// Millicores as CPUs: `4000` → `4`, `500` → `0.5`.
 pub fn cpus(millis: u64) -> String {
-    if millis % 1000 == 0 {
+    if millis.is_multiple_of(1000) {
         (millis / 1000).to_string()
     } else {
         decimal(millis, 1000)
@@ -64,7 +64,7 @@ pub fn cpus(millis: u64) -> String {
 
 /// `n` is a whole, short number of `unit`s (short enough to read at a glance).
 fn exact(n: u64, unit: u64) -> bool {
-    n % unit == 0 && n / unit < 10_000
+    n.is_multiple_of(unit) && n / unit < 10_000
 }
 
 /// `n / unit` with at most two decimals, trailing zeros dropped (truncated, never rounded up,

@@ -143,13 +143,23 @@ pub fn estate(seed: u64, shape: EstateShape) -> Ir {
             let n_pools = rng.range(u64::from(class != EnvClass::Branch), pools);
             for p in 0..n_pools {
                 let accel = accels[((p + rng.range(0, 3)) % accels.len() as u64) as usize];
-                let name = accel.to_lowercase();
+                let mig =
+                    (accel == "A100" && rng.chance(50)) || (accel == "H100" && rng.chance(25));
+                let name = if mig {
+                    format!("{}_mig", accel.to_lowercase())
+                } else {
+                    accel.to_lowercase()
+                };
                 let count = rng.range(lo, hi) as u32;
-                if (accel == "A100" && rng.chance(50)) || (accel == "H100" && rng.chance(25)) {
-                    tb = tb.mig_pool(&format!("{name}_mig"), accel, count, "1g.10gb");
-                } else if tb.pools.iter().all(|(_, p)| p.name != name) {
-                    tb = tb.pool(&name, accel, count);
+                // Pool names are unique within a target.
+                if tb.pools.iter().any(|(_, p)| p.name == name) {
+                    continue;
                 }
+                tb = if mig {
+                    tb.mig_pool(&name, accel, count, "1g.10gb")
+                } else {
+                    tb.pool(&name, accel, count)
+                };
             }
             // Data: data set `d` lives in region `d % 8`; sites hold a few of their region's
             // locally, clouds and data centres reach about half of all of them remotely.

@@ -1,0 +1,625 @@
+//! The placement engine on the product's use cases, built as IR with the testkit: each test
+//! asserts the decision *and* the reason given for it, and every plan must pass the
+//! independent verifier.
+
+use berth_compiler::ir::testkit::{IrBuilder, expr, gib, ms};
+use berth_compiler::ir::{
+    Classification, Connectivity, EnvClass, Ir, Maturity, Money, Selector, Weekday, WorkloadClass,
+    WorkloadKind,
+};
+use berth_compiler::placement;
+use berth_compiler::plan::{Plan, Rejection, RejectionStage, WorkloadPlan, WorkloadStatus};
+use berth_compiler::source::SourceMap;
+use berth_compiler::verify;
+use jiff::Timestamp;
+
+/// Wednesday 10:00 in Paris (UTC+2): inside a weekday peak window.
+const PEAK: &str = "2025-06-04T08:00:00Z";
+/// Wednesday 20:00 in Paris: outside it.
+const EVENING: &str = "2025-06-04T18:00:00Z";
+
+fn at(s: &str) -> Timestamp {
+    s.parse().expect("instant")
+}
+
+/// Plans `ir` at `when` and checks the plan with the verifier.
+fn plan_at(ir: &Ir, when: &str) -> Plan {
+    let instant = at(when);
+    let plan = placement::plan(ir, &SourceMap::new(), instant, "sha256:test", "test");
+    if let Err(violations) = verify::verify(ir, &plan, instant) {
+        let list: Vec<String> = violations.iter().map(ToString::to_string).collect();
+        panic!(
+            "the verifier rejects the plan:\n{}\n{}",
+            list.join("\n"),
+            serde_json::to_string_pretty(&plan).unwrap_or_default()
+        );
+    }
+    plan
+}
+
+fn plan(ir: &Ir) -> Plan {
+    plan_at(ir, PEAK)
+}
+
+fn workload<'a>(plan: &'a Plan, name: &str) -> &'a WorkloadPlan {
+    plan.workloads
+        .iter()
+        .find(|w| w.workload == name)
+        .unwrap_or_else(|| panic!("no workload `{name}` in the plan"))
+}
+
+/// `(target, pool, replicas)` of each placement.
+fn placed(plan: &Plan, name: &str) -> Vec<(String, Option<String>, u32)> {
+    workload(plan, name)
+        .placements
+        .iter()
+        .map(|p| (p.target.clone(), p.pool.clone(), p.replicas))
+        .collect()
+}
+
+fn rejection<'a>(plan: &'a Plan, name: &str, target: &str) -> &'a Rejection {
+    workload(plan, name)
+        .rejected
+        .iter()
+        .find(|r| r.target == target)
+        .unwrap_or_else(|| panic!("`{target}` is not among the rejections of `{name}`"))
+}
+
+fn on(target: &str, pool: &str, replicas: u32) -> (String, Option<String>, u32) {
+    (target.into(), Some(pool.into()), replicas)
+}
+
+/// A factory and a cloud, both able to run a one-GPU vision service.
+fn factory_and_cloud() -> IrBuilder {
+    IrBuilder::new()
+        .target("lyon", |t| {
+            t.class(EnvClass::Factory)
+                .region("eu-west")
+                .connectivity(Connectivity::Intermittent)
+                .pool("l4", "L4", 8)
+                .local_data("line_images", ms(2))
+                .service("object_store", Maturity::Ga)
+                .gpu_hour("0.90")
+        })
+        .target("cloud_eu", |t| {
+            t.class(EnvClass::Cloud)
+                .region("eu-west")
+                .pool("h100", "H100", 16)
+                .remote_data("line_images", ms(85))
+                .service("object_store", Maturity::Ga)
+                .gpu_hour("0.50")
+        })
+}
+
+#[test]
+fn confidential_data_never_placed_on_a_cloud_target() {
+    let spec = factory_and_cloud().workload("vision", |w| {
+        w.gpu(1)
+            .connectivity(Connectivity::Intermittent)
+            .data("line_images", None, Classification::Confidential)
+            .service("object_store", Maturity::Ga)
+    });
+    // Without the rule the cheaper cloud wins.
+    let open = plan(&spec.clone().build());
+    assert_eq!(placed(&open, "vision"), vec![on("cloud_eu", "h100", 1)]);
+
+    let ir = spec
+        .deny(
+            "confidential data never leaves the premises",
+            expr::data_classified_on(Classification::Confidential, EnvClass::Cloud),
+        )
+        .build();
+    let p = plan(&ir);
+    assert_eq!(placed(&p, "vision"), vec![on("lyon", "l4", 1)]);
+    let r = rejection(&p, "vision", "cloud_eu");
+    assert_eq!(
+        (r.stage, r.reason.as_str()),
+        (RejectionStage::Policy, "denied")
+    );
+    assert_eq!(
+        r.message,
+        "denied by policy `governance`: confidential data never leaves the premises"
+    );
+}
+
+#[test]
+fn a_factory_with_an_intermittent_wan_beats_the_cloud_on_data_latency() {
+    let ir = factory_and_cloud()
+        .workload("vision", |w| {
+            w.gpu(1).connectivity(Connectivity::Intermittent).data(
+                "line_images",
+                Some(ms(20)),
+                Classification::Internal,
+            )
+        })
+        .build();
+    let p = plan(&ir);
+    let vision = workload(&p, "vision");
+    assert_eq!(placed(&p, "vision"), vec![on("lyon", "l4", 1)]);
+    assert_eq!(vision.placements[0].data[0].locality, "local");
+    assert_eq!(vision.placements[0].data[0].latency_ns, ms(2));
+    let r = rejection(&p, "vision", "cloud_eu");
+    assert_eq!(
+        (r.stage, r.reason.as_str()),
+        (RejectionStage::Eligibility, "data_latency")
+    );
+    assert_eq!(
+        r.message,
+        "data set `line_images` is 85ms away (remote); `max_latency` is 20ms"
+    );
+
+    // A workload that does not tolerate an intermittent link cannot use the factory.
+    let ir = factory_and_cloud()
+        .workload("vision", |w| {
+            w.gpu(1).connectivity(Connectivity::Connected).data(
+                "line_images",
+                Some(ms(20)),
+                Classification::Internal,
+            )
+        })
+        .build();
+    let p = plan(&ir);
+    assert_eq!(workload(&p, "vision").status, WorkloadStatus::Unplaced);
+    let r = rejection(&p, "vision", "lyon");
+    assert_eq!(r.reason, "connectivity");
+    assert_eq!(
+        r.message,
+        "connectivity is `intermittent`; the workload tolerates `connected` at worst"
+    );
+}
+
+#[test]
+fn int8_on_the_edge_accelerator_and_fp16_in_the_data_centre() {
+    let ir = IrBuilder::new()
+        .model("defect_detector", |m| {
+            m.version("3.2.0").variant("fp16", gib(12), &[]).variant(
+                "int8",
+                gib(4),
+                &["L4", "JetsonOrinNano"],
+            )
+        })
+        .workload("vision", |w| {
+            w.gpu(1).replicas(2).per_target(1).model("defect_detector")
+        })
+        .target("turin", |t| {
+            t.class(EnvClass::Edge)
+                .edge()
+                .cpu_mem(16, gib(64))
+                .pool("orin", "JetsonOrinNano", 2)
+        })
+        .target("dc", |t| t.pool("l40s", "L40S", 4).gpu_hour("2.00"))
+        .build();
+    let p = plan(&ir);
+    let vision = workload(&p, "vision");
+    let variants: Vec<(&str, &str)> = vision
+        .placements
+        .iter()
+        .map(|pl| {
+            let v = pl.variant.as_ref().map_or("", |v| v.variant.as_str());
+            (pl.target.as_str(), v)
+        })
+        .collect();
+    assert_eq!(variants, vec![("turin", "int8"), ("dc", "fp16")]);
+    assert_eq!(
+        vision.placements[0]
+            .variant
+            .as_ref()
+            .map(|v| v.artifact.as_str()),
+        Some("oci://models.example.com/defect_detector:3.2.0-int8")
+    );
+
+    // A Jetson alone, for a model with no variant that runs on it.
+    let ir = IrBuilder::new()
+        .model("big", |m| m.variant("fp16", gib(12), &[]))
+        .workload("vision", |w| w.gpu(1).model("big"))
+        .target("turin", |t| t.pool("orin", "JetsonOrinNano", 2))
+        .build();
+    let p = plan(&ir);
+    let r = rejection(&p, "vision", "turin");
+    assert_eq!(r.reason, "no_variant");
+    assert_eq!(
+        r.message,
+        "no variant of model `big` fits pool `orin` (8GiB (JetsonOrinNano)): `fp16` needs 12GiB"
+    );
+}
+
+#[test]
+fn a_preview_only_service_is_rejected_for_ga() {
+    let ir = IrBuilder::new()
+        .workload("vision", |w| w.gpu(1).service("object_store", Maturity::Ga))
+        .target("lyon", |t| {
+            t.pool("l4", "L4", 8)
+                .service("object_store", Maturity::Preview)
+        })
+        .target("milan", |t| t.pool("l4", "L4", 8))
+        .build();
+    let p = plan(&ir);
+    let vision = workload(&p, "vision");
+    assert_eq!(vision.status, WorkloadStatus::Unplaced);
+    let r = rejection(&p, "vision", "lyon");
+    assert_eq!(
+        (r.stage, r.reason.as_str()),
+        (RejectionStage::Eligibility, "service_maturity")
+    );
+    assert_eq!(
+        r.message,
+        "offers `object_store` at preview; needs `object_store >= ga`"
+    );
+    assert_eq!(
+        rejection(&p, "vision", "milan").message,
+        "does not offer `object_store`; needs `object_store >= ga`"
+    );
+    let why = vision.unplaced.as_ref().expect("infeasibility");
+    assert_eq!(why.missing_replicas, 1);
+    assert_eq!(
+        why.hint.as_deref(),
+        Some("no target offers `object_store >= ga`: `lyon` offers it at preview")
+    );
+    assert!(!p.feasible);
+}
+
+fn peak_estate() -> Ir {
+    IrBuilder::new()
+        .workload("sweep_a", |w| {
+            w.class(WorkloadClass::Experiment)
+                .gpu(2)
+                .replicas(2)
+                .team("research")
+        })
+        .workload("sweep_b", |w| {
+            w.class(WorkloadClass::Experiment)
+                .gpu(2)
+                .replicas(2)
+                .team("research")
+        })
+        .workload("serve", |w| w.gpu(2).replicas(2))
+        .target("dc", |t| t.pool("h100", "H100", 16).gpu_hour("2.00"))
+        .window(
+            "peak",
+            &[
+                Weekday::Mon,
+                Weekday::Tue,
+                Weekday::Wed,
+                Weekday::Thu,
+                Weekday::Fri,
+            ],
+            "08:00",
+            "18:00",
+            "Europe/Paris",
+        )
+        .limit(Selector::Class(WorkloadClass::Experiment), "peak", 4)
+        .build()
+}
+
+#[test]
+fn experiments_are_capped_during_the_peak_window_only() {
+    let ir = peak_estate();
+    let p = plan_at(&ir, PEAK);
+    assert!(p.windows[0].in_effect);
+    assert_eq!(placed(&p, "sweep_a"), vec![on("dc", "h100", 2)]);
+    assert_eq!(
+        placed(&p, "serve"),
+        vec![on("dc", "h100", 2)],
+        "production is not limited"
+    );
+    let b = workload(&p, "sweep_b");
+    assert_eq!(b.status, WorkloadStatus::Unplaced);
+    let why = b.unplaced.as_ref().expect("infeasibility");
+    assert_eq!(why.held_by_window.as_deref(), Some("peak"));
+    assert_eq!(
+        why.message,
+        "window `peak` is in effect: class experiment may hold 4 GPUs together and 4 are in use; 4 more GPUs needed"
+    );
+    let r = rejection(&p, "sweep_b", "dc");
+    assert_eq!(
+        (r.stage, r.reason.as_str()),
+        (RejectionStage::Policy, "window_limit")
+    );
+
+    let p = plan_at(&ir, EVENING);
+    assert!(!p.windows[0].in_effect);
+    assert_eq!(placed(&p, "sweep_b"), vec![on("dc", "h100", 2)]);
+    assert!(p.feasible);
+}
+
+#[test]
+fn approval_is_required_above_the_cost_threshold() {
+    let ir = IrBuilder::new()
+        .workload("train", |w| w.gpu(8))
+        .workload("serve", |w| w.gpu(1))
+        .target("cloud", |t| t.pool("h100", "H100", 16).gpu_hour("4.10"))
+        .approval("500", &["platform-leads"])
+        .build();
+    let p = plan(&ir);
+    let train = workload(&p, "train");
+    // 8 GPUs × 4.10 × 24 = 787.20 a day.
+    assert_eq!(train.cost_per_day, Money(787_200_000));
+    let approval = train.approval.as_ref().expect("approval required");
+    assert_eq!(approval.approvers, vec!["platform-leads".to_string()]);
+    assert_eq!(approval.threshold, Money(500_000_000));
+    assert_eq!(
+        train.status,
+        WorkloadStatus::Placed,
+        "placed, awaiting approval"
+    );
+    let serve = workload(&p, "serve");
+    assert_eq!(serve.cost_per_day, Money(98_400_000));
+    assert!(serve.approval.is_none());
+}
+
+#[test]
+fn pool_isolation_keeps_training_off_the_inference_pool() {
+    let spec = || {
+        IrBuilder::new()
+            .workload("inference", |w| w.gpu(2).replicas(2))
+            .workload("training", |w| {
+                w.class(WorkloadClass::Experiment)
+                    .gpu(4)
+                    .isolate_from(&["inference"])
+            })
+    };
+    let ir = spec()
+        .target("dc", |t| {
+            t.pool("h100", "H100", 8)
+                .pool("h100b", "H100", 8)
+                .gpu_hour("2.00")
+        })
+        .build();
+    let p = plan(&ir);
+    assert_eq!(placed(&p, "inference"), vec![on("dc", "h100", 2)]);
+    assert_eq!(placed(&p, "training"), vec![on("dc", "h100b", 1)]);
+
+    // With a single pool, training has nowhere to go, and the plan says why.
+    let ir = spec().target("dc", |t| t.pool("h100", "H100", 16)).build();
+    let p = plan(&ir);
+    let training = workload(&p, "training");
+    assert_eq!(training.status, WorkloadStatus::Unplaced);
+    let why = training.unplaced.as_ref().expect("infeasibility");
+    assert_eq!(
+        why.message,
+        "every pool that fits holds `inference`, which `training` is isolated from"
+    );
+    let r = rejection(&p, "training", "dc");
+    assert_eq!(
+        (r.stage, r.reason.as_str()),
+        (RejectionStage::Assignment, "isolation")
+    );
+}
+
+#[test]
+fn capacity_exhaustion_reports_how_much_is_missing() {
+    let ir = IrBuilder::new()
+        .workload("vision", |w| w.gpu(2).replicas(5))
+        .target("lyon", |t| t.pool("l4", "L4", 4).gpu_hour("0.90"))
+        .build();
+    let p = plan(&ir);
+    let vision = workload(&p, "vision");
+    assert_eq!(vision.status, WorkloadStatus::Partial);
+    assert_eq!(placed(&p, "vision"), vec![on("lyon", "l4", 2)]);
+    let why = vision.unplaced.as_ref().expect("infeasibility");
+    assert_eq!(why.missing_replicas, 3);
+    assert_eq!(why.message, "pools ran out: 6 more L4 GPUs needed");
+    assert_eq!(
+        why.hint.as_deref(),
+        Some("6 more L4 GPUs in a target that passes eligibility (such as pool `l4` of `lyon`)")
+    );
+    assert_eq!(p.pools[0].allocated, 4);
+    assert_eq!(p.pools[0].capacity, 4);
+}
+
+#[test]
+fn gpu_memory_rejection_names_the_pool_and_its_offer() {
+    let ir = IrBuilder::new()
+        .workload("llm", |w| w.gpu(1).gpu_memory(gib(20)))
+        .target("turin", |t| t.pool("t4", "T4", 4))
+        .build();
+    let p = plan(&ir);
+    let r = rejection(&p, "llm", "turin");
+    assert_eq!(r.reason, "gpu_memory");
+    assert_eq!(
+        r.message,
+        "needs 20GiB per GPU; pool `t4` offers 16GiB (T4)"
+    );
+    let why = workload(&p, "llm")
+        .unplaced
+        .as_ref()
+        .expect("infeasibility");
+    assert_eq!(
+        why.hint.as_deref(),
+        Some("no pool offers 20GiB per GPU: the largest, `t4` of `turin`, offers 16GiB")
+    );
+}
+
+#[test]
+fn mig_slices_come_only_from_a_pool_partitioned_into_that_profile() {
+    let ir = IrBuilder::new()
+        .workload("notebook", |w| {
+            w.kind(WorkloadKind::Notebook).gpu(1).mig("1g.10gb")
+        })
+        .workload("whole", |w| w.gpu(1))
+        .target("dc", |t| t.mig_pool("a100", "A100", 1, "1g.10gb"))
+        .build();
+    let p = plan(&ir);
+    assert_eq!(placed(&p, "notebook"), vec![on("dc", "a100", 1)]);
+    assert_eq!(
+        p.pools[0].capacity, 7,
+        "one A100 gives seven 1g.10gb slices"
+    );
+    let r = rejection(&p, "whole", "dc");
+    assert_eq!(r.reason, "mig");
+}
+
+#[test]
+fn fallback_targets_get_replicas_only_when_needed() {
+    let spec = |replicas| {
+        IrBuilder::new()
+            .workload("vision", move |w| {
+                w.gpu(1)
+                    .replicas(replicas)
+                    .per_target(1)
+                    .fallback(&["backup"])
+            })
+            .target("lyon", |t| t.pool("l4", "L4", 2).gpu_hour("0.90"))
+            .target("backup", |t| t.pool("l4", "L4", 2).gpu_hour("0.10"))
+            .build()
+    };
+    let p = plan(&spec(1));
+    assert_eq!(placed(&p, "vision"), vec![on("lyon", "l4", 1)]);
+    assert_eq!(workload(&p, "vision").fallback, vec!["backup".to_string()]);
+    let r = rejection(&p, "vision", "backup");
+    assert_eq!(
+        (r.stage, r.reason.as_str()),
+        (RejectionStage::Assignment, "not_needed")
+    );
+
+    let p = plan(&spec(2));
+    assert_eq!(
+        placed(&p, "vision"),
+        vec![on("lyon", "l4", 1), on("backup", "l4", 1)]
+    );
+}
+
+#[test]
+fn an_ineligible_fallback_is_recorded() {
+    let ir = IrBuilder::new()
+        .workload("vision", |w| w.gpu(1).fallback(&["tiny"]))
+        .target("lyon", |t| t.pool("l4", "L4", 2))
+        .target("tiny", |t| t.cpu_mem(8, gib(16)))
+        .build();
+    let p = plan(&ir);
+    assert!(workload(&p, "vision").fallback.is_empty());
+    let r = rejection(&p, "vision", "tiny");
+    assert_eq!(
+        r.message,
+        "has no GPU pool; needs 1 GPU per replica; it is listed as a fallback, so the runtime cannot fail over to it"
+    );
+}
+
+#[test]
+fn quotas_and_entitlements_cap_gpus_across_targets() {
+    let ir = IrBuilder::new()
+        .workload("a", |w| w.identity("research").gpu(4))
+        .workload("b", |w| w.identity("research").gpu(4))
+        .workload("c", |w| w.identity("vision").gpu(1))
+        .workload("d", |w| w.identity("nobody").gpu(1))
+        .target("dc", |t| t.pool("h100", "H100", 16))
+        .target("edge", |t| {
+            t.class(EnvClass::Edge).pool("orin", "JetsonOrinNano", 4)
+        })
+        .entitle("research", Some(16), None, None)
+        .entitle(
+            "vision",
+            None,
+            Some(&["JetsonOrinNano"]),
+            Some(&[EnvClass::Edge]),
+        )
+        .quota("research", 6)
+        .build();
+    let p = plan(&ir);
+    assert_eq!(placed(&p, "a"), vec![on("dc", "h100", 1)]);
+    let b = workload(&p, "b");
+    assert_eq!(b.status, WorkloadStatus::Unplaced);
+    let why = b.unplaced.as_ref().expect("infeasibility");
+    assert_eq!(
+        why.hint.as_deref(),
+        Some("raise `quota team(\"research\")` to 8 GPUs")
+    );
+    assert_eq!(placed(&p, "c"), vec![on("edge", "orin", 1)]);
+    let r = rejection(&p, "c", "dc");
+    assert_eq!(
+        (r.stage, r.reason.as_str()),
+        (RejectionStage::Policy, "not_entitled")
+    );
+    assert_eq!(
+        r.message,
+        "`service_account(\"vision\")` is not entitled to class `datacenter` (entitled: `edge`)"
+    );
+    let d = workload(&p, "d");
+    assert_eq!(d.status, WorkloadStatus::Unplaced);
+    assert_eq!(
+        rejection(&p, "d", "dc").message,
+        "`service_account(\"nobody\")` has no entitlement, so it gets no GPUs"
+    );
+}
+
+#[test]
+fn spread_per_target_and_per_region() {
+    let ir = IrBuilder::new()
+        .workload("api", |w| w.gpu(1).replicas(3).per_target(1).per_region(2))
+        .target("a", |t| t.region("eu").pool("l4", "L4", 4).gpu_hour("1.00"))
+        .target("b", |t| t.region("eu").pool("l4", "L4", 4).gpu_hour("1.10"))
+        .target("c", |t| t.region("eu").pool("l4", "L4", 4).gpu_hour("1.20"))
+        .target("d", |t| t.region("us").pool("l4", "L4", 4).gpu_hour("3.00"))
+        .build();
+    let p = plan(&ir);
+    assert_eq!(
+        placed(&p, "api"),
+        vec![on("a", "l4", 1), on("b", "l4", 1), on("d", "l4", 1)]
+    );
+    let r = rejection(&p, "api", "c");
+    assert_eq!(r.reason, "not_needed");
+}
+
+#[test]
+fn lowest_data_latency_preference_overrides_cost() {
+    let spec = |prefer: &[berth_compiler::ir::Preference]| {
+        let prefer = prefer.to_vec();
+        IrBuilder::new()
+            .workload("vision", move |w| {
+                w.gpu(1)
+                    .data("imgs", None, Classification::Internal)
+                    .prefer(&prefer)
+            })
+            .target("near", |t| {
+                t.pool("l4", "L4", 2)
+                    .local_data("imgs", ms(1))
+                    .gpu_hour("3.00")
+            })
+            .target("far", |t| {
+                t.pool("l4", "L4", 2)
+                    .remote_data("imgs", ms(50))
+                    .gpu_hour("1.00")
+            })
+            .build()
+    };
+    use berth_compiler::ir::Preference::{LowestCost, LowestDataLatency};
+    assert_eq!(
+        placed(&plan(&spec(&[])), "vision"),
+        vec![on("far", "l4", 1)]
+    );
+    let p = plan(&spec(&[LowestDataLatency, LowestCost]));
+    assert_eq!(placed(&p, "vision"), vec![on("near", "l4", 1)]);
+    let score = &workload(&p, "vision").placements[0].score;
+    assert_eq!(score[0].objective, "data_latency");
+    assert_eq!(score[0].value, ms(1) as i64);
+}
+
+#[test]
+fn plans_are_deterministic_and_identified_by_their_content() {
+    let ir = peak_estate();
+    let a = serde_json::to_vec(&plan(&ir)).expect("json");
+    let b = serde_json::to_vec(&plan(&ir)).expect("json");
+    assert_eq!(a, b);
+    let p = plan(&ir);
+    assert!(p.plan_id.starts_with("sha256:") && p.plan_id.len() == 7 + 64);
+    assert_eq!(p.plan_id, verify::plan_id(&p));
+    assert_eq!(p.at, "2025-06-04T08:00:00Z");
+}
+
+#[test]
+fn reclaim_rules_are_carried_into_the_plan() {
+    let ir = IrBuilder::new()
+        .workload("nb", |w| w.kind(WorkloadKind::Notebook))
+        .workload("api", |w| w)
+        .target("dc", |t| t)
+        .reclaim(
+            Selector::Kind(WorkloadKind::Notebook),
+            30 * 60 * 1_000_000_000,
+        )
+        .build();
+    let p = plan(&ir);
+    assert_eq!(p.reclaims.len(), 1);
+    assert_eq!(p.reclaims[0].selector, "kind notebook");
+    assert_eq!(p.reclaims[0].workloads, vec!["nb".to_string()]);
+    assert_eq!(p.reclaims[0].idle_after_ns, 1_800_000_000_000);
+}
