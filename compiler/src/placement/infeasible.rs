@@ -349,10 +349,11 @@ impl Solved<'_> {
                     count(u64::from(n * k), "replica"),
                     count(u64::from(k), "target")
                 );
+                let more = missing.div_ceil(n);
                 out.hint = Some(format!(
-                    "allow `per_target({})`, or make {} more targets eligible",
+                    "allow `per_target({})`, or make {more} more target{} eligible",
                     wl.replicas.div_ceil(k.max(1)),
-                    missing.div_ceil(n)
+                    if more == 1 { "" } else { "s" }
                 ));
             }
             Block::SpreadRegion => {
@@ -369,10 +370,11 @@ impl Solved<'_> {
                     count(u64::from(n * k), "replica"),
                     count(u64::from(k), "region")
                 );
+                let more = missing.div_ceil(n);
                 out.hint = Some(format!(
-                    "allow `per_region({})`, or make targets in {} more regions eligible",
+                    "allow `per_region({})`, or make targets in {more} more region{} eligible",
                     wl.replicas.div_ceil(k.max(1)),
-                    missing.div_ceil(n)
+                    if more == 1 { "" } else { "s" }
                 ));
             }
             Block::Isolation(p) => {
