@@ -623,3 +623,27 @@ fn reclaim_rules_are_carried_into_the_plan() {
     assert_eq!(p.reclaims[0].workloads, vec!["nb".to_string()]);
     assert_eq!(p.reclaims[0].idle_after_ns, 1_800_000_000_000);
 }
+
+#[test]
+fn explain_gives_the_listed_reason_for_any_pair() {
+    let ir = factory_and_cloud()
+        .workload("vision", |w| {
+            w.gpu(1).connectivity(Connectivity::Intermittent).data(
+                "line_images",
+                Some(ms(20)),
+                Classification::Internal,
+            )
+        })
+        .build();
+    let sources = SourceMap::new();
+    let solved = placement::solve(&ir, &sources, at(PEAK));
+    let plan = solved.plan(at(PEAK), "sha256:test", "test");
+    let vision = ir.workload_by_name("vision").expect("workload");
+    let lyon = ir.target_by_name("lyon").expect("target");
+    let cloud = ir.target_by_name("cloud_eu").expect("target");
+    assert_eq!(solved.explain(vision, lyon), None, "lyon holds the replica");
+    assert_eq!(
+        solved.explain(vision, cloud).as_ref(),
+        Some(rejection(&plan, "vision", "cloud_eu"))
+    );
+}

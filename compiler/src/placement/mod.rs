@@ -20,7 +20,7 @@ pub mod reasons;
 pub mod units;
 pub mod verdict;
 
-use crate::ir::{Ir, Money, Selector};
+use crate::ir::{Ir, Money, Selector, TargetId, WorkloadId};
 use crate::plan::{
     ApprovalRequired, DataBinding, LedgerEntry, PLAN_FORMAT, Placement, Plan, PoolLedger,
     ReclaimRule, Rejection, RejectionStage, ScoreTerm, ServiceBinding, TargetLedger,
@@ -250,6 +250,30 @@ impl Solved<'_> {
             cost_per_day: Money(per_replica.0.saturating_mul(i64::from(replicas))),
             score,
         }
+    }
+
+    /// Why target `t` holds no replica of workload `w` — the rejection the plan lists, or
+    /// would list if it were not summarised (`berth explain W T`); `None` when it holds some.
+    pub fn explain(&self, w: WorkloadId, t: TargetId) -> Option<Rejection> {
+        let (w, t) = (w.index(), t.index());
+        if w >= self.ir.workloads.len() || t >= self.ir.targets.len() {
+            return None;
+        }
+        let a = &self.assignment;
+        let options = &a.options[w];
+        if a.slots[w]
+            .iter()
+            .any(|(i, _)| options[*i as usize].target as usize == t)
+        {
+            return None;
+        }
+        let v = if self.matrix.get(w, t).is_ok() {
+            let first = options.iter().position(|o| o.target as usize == t);
+            self.unused_verdict(w, t, first)
+        } else {
+            self.verdict(w, t)
+        };
+        Some(self.rejection(w, t, v))
     }
 
     /// The eligibility or policy verdict of pair (`w`, `t`), with its detail.

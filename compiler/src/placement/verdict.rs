@@ -190,5 +190,10 @@ mod tests {
         assert_eq!(Reason::GpuCount.stage(), RejectionStage::Eligibility);
         assert_eq!(Reason::WindowLimit.stage(), RejectionStage::Policy);
         assert_eq!(Reason::NotNeeded.stage(), RejectionStage::Assignment);
+        assert_eq!(Reason::COUNT, Reason::ALL.len() + 1);
+        assert_eq!(
+            Reason::ALL.last().map(|r| *r as usize),
+            Some(Reason::COUNT - 1)
+        );
     }
 }
