@@ -587,11 +587,6 @@ impl Assignment {
         }
         None
     }
-
-    /// Isolation partners of `w`.
-    pub fn partners(&self, w: usize) -> &[u32] {
-        &self.partners[w]
-    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! table indexed by service id, data offers by interned name, pools flattened with the
 //! distinct (accelerator, MIG profile) "kinds" they are made of, regions interned.
 
-use crate::ir::{AcceleratorId, Connectivity, EnvClass, Ir, Maturity, ServiceId, TargetId};
+use crate::ir::{AcceleratorId, Connectivity, EnvClass, Ir, Maturity, ServiceId};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// How a pool's devices are handed out.
@@ -225,10 +225,6 @@ impl EstateIndex {
         self.workload_data(w).iter().try_fold(0, |worst, &name| {
             Some(worst.max(self.offer(t, name)?.latency))
         })
-    }
-
-    pub fn target_id(t: usize) -> TargetId {
-        TargetId(t as u32)
     }
 }
 

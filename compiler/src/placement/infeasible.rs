@@ -24,6 +24,7 @@ pub enum Shortfall {
 }
 
 impl Solved<'_> {
+    /// What keeps one more replica of `w` from being placed, at the final assignment.
     pub fn shortfall(&self, w: usize) -> Shortfall {
         let a = &self.assignment;
         if a.options[w].is_empty() {
@@ -52,8 +53,8 @@ impl Solved<'_> {
             })
     }
 
-    /// Why permitted target `t` holds no replica of `w`.
-    pub fn unused_verdict(&self, w: usize, t: usize, first_option: Option<usize>) -> Verdict {
+    /// Why a permitted target holds no replica of `w`, given the first of `w`'s options on it.
+    pub fn unused_verdict(&self, w: usize, first_option: Option<usize>) -> Verdict {
         let a = &self.assignment;
         if a.placed(w) >= self.ir.workloads[w].replicas {
             return Verdict::reject(Reason::NotNeeded, 0);
@@ -72,10 +73,7 @@ impl Solved<'_> {
             Some(Block::Capacity) => Verdict::reject(Reason::Capacity, o.pool),
             Some(Block::Cpu) => Verdict::reject(Reason::CpuFull, 0),
             Some(Block::Memory) => Verdict::reject(Reason::MemoryFull, 0),
-            None => {
-                let _ = t;
-                Verdict::reject(Reason::NotNeeded, 0)
-            }
+            None => Verdict::reject(Reason::NotNeeded, 0),
         }
     }
 

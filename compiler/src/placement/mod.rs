@@ -20,7 +20,7 @@ pub mod reasons;
 pub mod units;
 pub mod verdict;
 
-use crate::ir::{Ir, Money, Selector, TargetId, WorkloadId};
+use crate::ir::{Ir, Money, TargetId, WorkloadId};
 use crate::plan::{
     ApprovalRequired, DataBinding, LedgerEntry, PLAN_FORMAT, Placement, Plan, PoolLedger,
     ReclaimRule, Rejection, RejectionStage, ScoreTerm, ServiceBinding, TargetLedger,
@@ -269,7 +269,7 @@ impl Solved<'_> {
         }
         let v = if self.matrix.get(w, t).is_ok() {
             let first = options.iter().position(|o| o.target as usize == t);
-            self.unused_verdict(w, t, first)
+            self.unused_verdict(w, first)
         } else {
             self.verdict(w, t)
         };
@@ -327,7 +327,7 @@ impl Solved<'_> {
                     .binary_search_by_key(&(t as u32), |(x, _)| *x)
                     .ok()
                     .map(|i| first_option[i].1);
-                self.unused_verdict(w, t, first)
+                self.unused_verdict(w, first)
             } else {
                 // The detail is recomputed only for the targets listed.
                 Verdict::reject(v.reason().unwrap_or(Reason::NotNeeded), 0)
@@ -414,16 +414,12 @@ impl Solved<'_> {
                 workloads: ir
                     .workloads
                     .iter()
-                    .filter(|w| matches_selector(&r.selector, w))
+                    .filter(|w| r.selector.matches(w))
                     .map(|w| w.name.clone())
                     .collect(),
             })
             .collect()
     }
-}
-
-fn matches_selector(s: &Selector, w: &crate::ir::Workload) -> bool {
-    s.matches(w)
 }
 
 /// `sha256:` + hex over the plan's JSON with `plan_id` and `verification` emptied.

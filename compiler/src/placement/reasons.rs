@@ -3,7 +3,7 @@
 //! in the target). Rendered lazily, only for the rejections a plan lists.
 
 use super::Solved;
-use super::eligibility::{PoolFit, gpu_units};
+use super::eligibility::gpu_units;
 use super::index::Partition;
 use super::policy::{CapSource, NotEntitled};
 use super::units::{bytes, count, cpus, duration, names};
@@ -571,14 +571,6 @@ impl Solved<'_> {
             t,
             vec![format!("pool.{name}.{field}"), format!("pool.{name}")],
         )
-    }
-
-    /// Does workload `w` fit pool `p` of target `t`?
-    pub fn fits(&self, w: usize, t: usize, p: u32) -> bool {
-        self.index
-            .target_pools(t)
-            .get(p as usize)
-            .is_some_and(|s| matches!(self.matrix.fit(w, s.kind), PoolFit::Fits { .. }))
     }
 }
 
