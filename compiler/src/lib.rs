@@ -9,5 +9,7 @@ pub mod ir;
 pub mod plan;
 pub mod source;
 pub mod syntax;
+#[doc(hidden)]
+pub mod testgen;
 
 pub use driver::{CheckOutput, check};

@@ -28,10 +28,14 @@ use super::prepass::{self, Delimiters};
 use super::token::Token;
 use crate::diagnostics::{self, Diagnostic};
 use crate::source::{FileId, Span};
+use chumsky::DefaultExpected;
+use chumsky::error::{EmptyErr, Rich};
 use chumsky::input::{Input as _, InputRef, MappedInput};
+use chumsky::label::LabelError;
 use chumsky::pratt::{infix, left, postfix, prefix};
 use chumsky::prelude::*;
 use chumsky::recovery::{nested_delimiters, via_parser};
+use chumsky::util::MaybeRef;
 
 /// The result of parsing one file: always a tree, plus the comments (trivia, for the
 /// formatter and doc attachment) and every lexical and syntax diagnostic.
@@ -86,9 +90,19 @@ pub fn parse_file(file: FileId, text: &str) -> Parsed {
             tokens: &tokens,
             delimiters: &delimiters,
         };
-        let input = tokens.as_slice().split_token_span(eoi);
-        let (items, raw_errors) = file_parser(grammar).parse(input).into_output_errors();
-        (items.unwrap_or_default(), raw_errors)
+        // Fast pass with zero-sized errors; only input with mistakes pays for `Rich` errors.
+        let fast = file_parser::<EmptyErr>(grammar)
+            .parse(tokens.as_slice().split_token_span(eoi))
+            .into_output_errors();
+        match fast {
+            (Some(items), errs) if errs.is_empty() => (items, Vec::new()),
+            _ => {
+                let (items, raw_errors) = file_parser::<PErr<'_, '_>>(grammar)
+                    .parse(tokens.as_slice().split_token_span(eoi))
+                    .into_output_errors();
+                (items.unwrap_or_default(), raw_errors)
+            }
+        }
     };
     let converter = super::parse_error::Converter::new(text, &tokens, &delimiters);
     errors.extend(converter.convert_all(raw_errors));
@@ -153,7 +167,41 @@ impl chumsky::span::Span for Span {
 
 /// The parser's input: the token slice, split into tokens and spans.
 type Tokens<'tok, 'src> = MappedInput<'tok, Token<'src>, Span, &'tok [(Token<'src>, Span)]>;
-type Extra<'tok, 'src> = extra::Err<PErr<'tok, 'src>>;
+type Extra<Er> = extra::Err<Er>;
+
+/// What the grammar needs of its error type: chumsky's `Rich` (for diagnostics), or the
+/// zero-sized `EmptyErr` for the fast first pass over what is usually valid input (error
+/// values cost nothing then, and the grammar behaves the same).
+pub(crate) trait GrammarError<'tok, 'src: 'tok>:
+    chumsky::error::Error<'tok, Tokens<'tok, 'src>>
+    + LabelError<'tok, Tokens<'tok, 'src>, &'static str>
+    + LabelError<'tok, Tokens<'tok, 'src>, DefaultExpected<'tok, Token<'src>>>
+    + 'tok
+{
+    /// An error the grammar reports itself.
+    fn custom(span: Span, custom: Custom) -> Self;
+
+    /// The error of a lookahead or skipper that did not apply (never shown on its own).
+    fn something(found: Option<MaybeRef<'tok, Token<'src>>>, span: Span) -> Self {
+        <Self as LabelError<'tok, Tokens<'tok, 'src>, &'static str>>::expected_found(
+            [label::SOMETHING],
+            found,
+            span,
+        )
+    }
+}
+
+impl<'tok, 'src: 'tok> GrammarError<'tok, 'src> for PErr<'tok, 'src> {
+    fn custom(span: Span, custom: Custom) -> Self {
+        Rich::custom(span, custom)
+    }
+}
+
+impl<'tok, 'src: 'tok> GrammarError<'tok, 'src> for EmptyErr {
+    fn custom(span: Span, _: Custom) -> Self {
+        <Self as LabelError<'tok, Tokens<'tok, 'src>, &'static str>>::expected_found([], None, span)
+    }
+}
 
 /// What the grammar's hand-written pieces (skipping, lookahead) need to see.
 #[derive(Clone, Copy)]
@@ -182,7 +230,7 @@ fn is_compare(tok: &Token<'_>) -> bool {
     )
 }
 
-impl<'tok, 'src> Grammar<'tok, 'src> {
+impl<'tok, 'src: 'tok> Grammar<'tok, 'src> {
     fn tok(&self, i: usize) -> Option<&'tok Token<'src>> {
         self.tokens.get(i).map(|(t, _)| t)
     }
@@ -251,7 +299,8 @@ impl<'tok, 'src> Grammar<'tok, 'src> {
     /// `deny "…"`): a name followed by a name is never an expression.
     fn name_operand_at(&self, i: usize) -> bool {
         match self.tok(i + 1) {
-            Some(Token::Assign) => false,
+            // `key =` and lambdas; records are tried before names.
+            Some(Token::Assign | Token::Arrow) => false,
             Some(Token::Ident(_) | Token::Str(_)) => {
                 !(self.rule_starts_at(i) && self.first_on_line(i))
             }
@@ -293,13 +342,13 @@ impl<'tok, 'src> Grammar<'tok, 'src> {
     /// `stop_at` holds, a `}` that closes an enclosing block, or the end. Fails without
     /// consuming where nothing can be skipped: at the end, at a `}` that closes an enclosing
     /// block, and (inside blocks) at an item that starts there.
-    fn skipper(
+    fn skipper<Er: GrammarError<'tok, 'src>>(
         self,
         level: Level,
         stop_at: impl Fn(&Self, usize) -> bool + Clone + 'tok,
-    ) -> impl Parser<'tok, Tokens<'tok, 'src>, Span, Extra<'tok, 'src>> + Clone + 'tok {
+    ) -> impl Parser<'tok, Tokens<'tok, 'src>, Span, Extra<Er>> + Clone + 'tok {
         custom(
-            move |inp: &mut InputRef<'tok, '_, Tokens<'tok, 'src>, Extra<'tok, 'src>>| {
+            move |inp: &mut InputRef<'tok, '_, Tokens<'tok, 'src>, Extra<Er>>| {
                 let before = inp.cursor();
                 let start: usize = inp.cursor().inner().0;
                 let mut i = start;
@@ -326,7 +375,7 @@ impl<'tok, 'src> Grammar<'tok, 'src> {
                 if i == start {
                     let found = inp.peek_maybe();
                     let span = inp.span_since(&before);
-                    return Err(expected_something(found, span));
+                    return Err(Er::something(found, span));
                 }
                 Ok(inp.span_since(&before))
             },
@@ -334,12 +383,12 @@ impl<'tok, 'src> Grammar<'tok, 'src> {
     }
 
     /// Succeeds, consuming nothing, where `pred` holds at the next token.
-    fn peek_if(
+    fn peek_if<Er: GrammarError<'tok, 'src>>(
         self,
         pred: impl Fn(&Self, usize) -> bool + Clone + 'tok,
-    ) -> impl Parser<'tok, Tokens<'tok, 'src>, (), Extra<'tok, 'src>> + Clone + 'tok {
+    ) -> impl Parser<'tok, Tokens<'tok, 'src>, (), Extra<Er>> + Clone + 'tok {
         custom(
-            move |inp: &mut InputRef<'tok, '_, Tokens<'tok, 'src>, Extra<'tok, 'src>>| {
+            move |inp: &mut InputRef<'tok, '_, Tokens<'tok, 'src>, Extra<Er>>| {
                 let i: usize = inp.cursor().inner().0;
                 if pred(&self, i) {
                     Ok(())
@@ -348,7 +397,7 @@ impl<'tok, 'src> Grammar<'tok, 'src> {
                     let found = inp.peek_maybe();
                     inp.skip();
                     let span = inp.span_since(&before);
-                    Err(expected_something(found, span))
+                    Err(Er::something(found, span))
                 }
             },
         )
@@ -362,35 +411,23 @@ enum Level {
     Block,
 }
 
-/// The error of a lookahead or skipper that did not apply (never shown on its own).
-fn expected_something<'tok, 'src>(
-    found: Option<chumsky::util::MaybeRef<'tok, Token<'src>>>,
-    span: Span,
-) -> PErr<'tok, 'src> {
-    <PErr<'tok, 'src> as chumsky::label::LabelError<Tokens<'tok, 'src>, &'static str>>::expected_found(
-        [label::SOMETHING],
-        found,
-        span,
-    )
-}
-
 /// A parser over our tokens, boxed where types would otherwise explode.
-type Boxed<'tok, 'src, O> = chumsky::Boxed<'tok, 'tok, Tokens<'tok, 'src>, O, Extra<'tok, 'src>>;
+type Boxed<'tok, 'src, O, Er> = chumsky::Boxed<'tok, 'tok, Tokens<'tok, 'src>, O, Extra<Er>>;
 
-fn ident<'tok, 'src: 'tok>()
--> impl Parser<'tok, Tokens<'tok, 'src>, Ident, Extra<'tok, 'src>> + Clone {
+fn ident<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>()
+-> impl Parser<'tok, Tokens<'tok, 'src>, Ident, Extra<Er>> + Clone {
     select_ref! { Token::Ident(s) = e => Ident { name: (*s).to_string(), span: e.span() } }
 }
 
 /// A contextual keyword (`workload`, `deny`, …): an identifier with that text.
-fn word<'tok, 'src: 'tok>(
+fn word<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
     w: &'static str,
-) -> impl Parser<'tok, Tokens<'tok, 'src>, Span, Extra<'tok, 'src>> + Clone {
+) -> impl Parser<'tok, Tokens<'tok, 'src>, Span, Extra<Er>> + Clone {
     select_ref! { Token::Ident(s) = e if *s == w => e.span() }.labelled(w)
 }
 
-fn str_lit<'tok, 'src: 'tok>()
--> impl Parser<'tok, Tokens<'tok, 'src>, StrLit, Extra<'tok, 'src>> + Clone {
+fn str_lit<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>()
+-> impl Parser<'tok, Tokens<'tok, 'src>, StrLit, Extra<Er>> + Clone {
     select_ref! { Token::Str(s) = e => StrLit { value: s.clone(), span: e.span() } }
         .labelled(label::STRING)
 }
@@ -428,10 +465,10 @@ fn is_bare_comparison(e: &Expr) -> bool {
 
 /// The operators around `atom`, lowest precedence first: `or`, `and`, `not`, comparisons and
 /// `in` (not associative), `+ -`, `* /`, unary `-`, then member access and calls.
-fn with_operators<'tok, 'src: 'tok>(
-    atom: Boxed<'tok, 'src, Expr>,
-    args: Boxed<'tok, 'src, Vec<Expr>>,
-) -> impl Parser<'tok, Tokens<'tok, 'src>, Expr, Extra<'tok, 'src>> + Clone {
+fn with_operators<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
+    atom: Boxed<'tok, 'src, Expr, Er>,
+    args: Boxed<'tok, 'src, Vec<Expr>, Er>,
+) -> impl Parser<'tok, Tokens<'tok, 'src>, Expr, Extra<Er>> + Clone {
     let compare = select_ref! {
         Token::EqEq => BinaryOp::Compare(CompareOp::Eq),
         Token::NotEq => BinaryOp::Compare(CompareOp::Ne),
@@ -447,15 +484,13 @@ fn with_operators<'tok, 'src: 'tok>(
     let product = select_ref! { Token::Star => BinaryOp::Mul, Token::Slash => BinaryOp::Div }
         .labelled(label::OPERATOR);
     let member = just(Token::Dot).ignore_then(ident().labelled(label::FIELD_NAME));
-    let fold = |l: Expr,
-                op: BinaryOp,
-                r: Expr,
-                e: &mut chumsky::input::MapExtra<
-        'tok,
-        '_,
-        Tokens<'tok, 'src>,
-        Extra<'tok, 'src>,
-    >| { binary(op, l, r, e.span()) };
+    let fold =
+        |l: Expr,
+         op: BinaryOp,
+         r: Expr,
+         e: &mut chumsky::input::MapExtra<'tok, '_, Tokens<'tok, 'src>, Extra<Er>>| {
+            binary(op, l, r, e.span())
+        };
     atom.pratt(
         (
             infix(left(1), just(Token::Or).to(BinaryOp::Or), fold),
@@ -477,11 +512,11 @@ fn with_operators<'tok, 'src: 'tok>(
                     'tok,
                     '_,
                     Tokens<'tok, 'src>,
-                    Extra<'tok, 'src>,
+                    Extra<Er>,
                 >| {
                     let span = e.span();
                     if is_bare_comparison(&l) {
-                        e.emit(PErr::custom(span, Custom::ChainedComparison));
+                        e.emit(Er::custom(span, Custom::ChainedComparison));
                     }
                     binary(op, l, r, span)
                 },
@@ -514,14 +549,14 @@ fn with_operators<'tok, 'src: 'tok>(
 }
 
 /// The whole grammar. Returns the items of the file.
-fn file_parser<'tok, 'src: 'tok>(
+fn file_parser<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
     g: Grammar<'tok, 'src>,
-) -> impl Parser<'tok, Tokens<'tok, 'src>, Vec<Item>, Extra<'tok, 'src>> + 'tok {
+) -> impl Parser<'tok, Tokens<'tok, 'src>, Vec<Item>, Extra<Er>> + 'tok {
     let mut expr = Recursive::<
-        chumsky::recursive::Indirect<'tok, 'tok, Tokens<'tok, 'src>, Expr, Extra<'tok, 'src>>,
+        chumsky::recursive::Indirect<'tok, 'tok, Tokens<'tok, 'src>, Expr, Extra<Er>>,
     >::declare();
     let mut body = Recursive::<
-        chumsky::recursive::Indirect<'tok, 'tok, Tokens<'tok, 'src>, Body, Extra<'tok, 'src>>,
+        chumsky::recursive::Indirect<'tok, 'tok, Tokens<'tok, 'src>, Body, Extra<Er>>,
     >::declare();
 
     // ---- expressions ----
@@ -667,7 +702,7 @@ fn file_parser<'tok, 'src: 'tok>(
         )))
         .boxed();
 
-    let atom_common = choice((literal, lambda, list, map, parens, name))
+    let atom_common = choice((name, literal, list, map, lambda, parens))
         .labelled(label::EXPRESSION)
         .boxed();
     let atom_full = record.or(atom_common.clone()).boxed();
@@ -681,7 +716,7 @@ fn file_parser<'tok, 'src: 'tok>(
         .peek_if(|g, i| g.value_missing_at(i))
         .validate(|(), e, emitter| {
             let at: Span = e.span();
-            emitter.emit(PErr::custom(at, Custom::MissingValue));
+            emitter.emit(Er::custom(at, Custom::MissingValue));
             hole(at)
         })
         .or(expr.clone())
@@ -902,7 +937,7 @@ fn file_parser<'tok, 'src: 'tok>(
         .labelled(label::NAME)
         .map(Some)
         .or(just(Token::LBrace).rewind().validate(|_, e, emitter| {
-            emitter.emit(PErr::custom(e.span(), Custom::MissingName));
+            emitter.emit(Er::custom(e.span(), Custom::MissingName));
             None
         }));
     let decl_kind = select_ref! {
@@ -955,7 +990,7 @@ fn file_parser<'tok, 'src: 'tok>(
             span: e.span(),
         })
         .validate(|item, _, emitter| {
-            emitter.emit(PErr::custom(item.span, Custom::StrayClose));
+            emitter.emit(Er::custom(item.span, Custom::StrayClose));
             item
         });
     separators
