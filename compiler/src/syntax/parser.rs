@@ -308,6 +308,47 @@ impl<'tok, 'src: 'tok> Grammar<'tok, 'src> {
         }
     }
 
+    /// A literal or name that is a whole expression: nothing after it continues the
+    /// expression. Parsing it directly skips trying every operator (the common case).
+    fn simple_operand_at(&self, i: usize) -> bool {
+        let head = match self.tok(i) {
+            Some(
+                Token::Int(_)
+                | Token::Decimal(_)
+                | Token::Str(_)
+                | Token::True
+                | Token::False
+                | Token::Quantity(_)
+                | Token::Clock(_)
+                | Token::Invalid,
+            ) => true,
+            Some(Token::Ident(_)) => self.name_operand_at(i),
+            _ => false,
+        };
+        head && !matches!(
+            self.tok(i + 1),
+            Some(
+                Token::Dot
+                    | Token::LParen
+                    | Token::LBrace
+                    | Token::Arrow
+                    | Token::Or
+                    | Token::And
+                    | Token::EqEq
+                    | Token::NotEq
+                    | Token::Lt
+                    | Token::Le
+                    | Token::Gt
+                    | Token::Ge
+                    | Token::In
+                    | Token::Plus
+                    | Token::Minus
+                    | Token::Star
+                    | Token::Slash
+            )
+        )
+    }
+
     /// `d -> …` or `(a, b) -> …`.
     fn lambda_starts_at(&self, i: usize) -> bool {
         match self.tok(i) {
@@ -548,18 +589,23 @@ fn with_operators<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
     )
 }
 
-/// The whole grammar. Returns the items of the file.
-fn file_parser<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
-    g: Grammar<'tok, 'src>,
-) -> impl Parser<'tok, Tokens<'tok, 'src>, Vec<Item>, Extra<Er>> + 'tok {
-    let mut expr = Recursive::<
-        chumsky::recursive::Indirect<'tok, 'tok, Tokens<'tok, 'src>, Expr, Extra<Er>>,
-    >::declare();
-    let mut body = Recursive::<
-        chumsky::recursive::Indirect<'tok, 'tok, Tokens<'tok, 'src>, Body, Extra<Er>>,
-    >::declare();
+/// A handle on the (recursive) expression parser.
+type ExprParser<'tok, 'src, Er> =
+    Recursive<chumsky::recursive::Direct<'tok, 'tok, Tokens<'tok, 'src>, Expr, Extra<Er>>>;
 
-    // ---- expressions ----
+/// The atoms of expressions, given the expression parser for what they contain: every atom
+/// but records (which need blocks), the argument list of calls, and the fast path for a lone
+/// literal or name.
+struct Atoms<'tok, 'src, Er: GrammarError<'tok, 'src>> {
+    common: Boxed<'tok, 'src, Expr, Er>,
+    args: Boxed<'tok, 'src, Vec<Expr>, Er>,
+    simple: Boxed<'tok, 'src, Expr, Er>,
+}
+
+fn atoms<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
+    g: Grammar<'tok, 'src>,
+    expr: ExprParser<'tok, 'src, Er>,
+) -> Atoms<'tok, 'src, Er> {
     let literal = select_ref! {
         Token::Int(n) => ExprKind::Int(*n),
         Token::Decimal(d) => ExprKind::Decimal(*d),
@@ -644,15 +690,6 @@ fn file_parser<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
         .recover_with(delimited_recovery(Token::LBrace, Token::RBrace))
         .boxed();
 
-    let record = g
-        .peek_if(|g, i| matches!(g.tok(i + 1), Some(Token::LBrace)))
-        .ignore_then(ident())
-        .then(body.clone())
-        .map_with(|(ctor, body), e| Expr {
-            kind: ExprKind::Record { ctor, body },
-            span: e.span(),
-        });
-
     let lambda = g
         .peek_if(|g, i| g.lambda_starts_at(i))
         .ignore_then(
@@ -702,97 +739,145 @@ fn file_parser<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
         )))
         .boxed();
 
-    let atom_common = choice((name, literal, list, map, lambda, parens))
+    // Same tree as the full parser gives for these, much cheaper.
+    let simple = g
+        .peek_if(|g, i| g.simple_operand_at(i))
+        .ignore_then(literal.clone().or(ident().map(|id| Expr {
+            span: id.span,
+            kind: ExprKind::Name(id),
+        })))
+        .boxed();
+    let common = choice((name, literal, list, map, lambda, parens))
         .labelled(label::EXPRESSION)
         .boxed();
-    let atom_full = record.or(atom_common.clone()).boxed();
-    expr.define(with_operators(atom_full, args.clone()));
-    // A condition or subject right before a body: `approval when x > limit { … }` must not
-    // read `limit { … }` as a record.
-    let expr_no_record = with_operators(atom_common, args).boxed();
+    Atoms {
+        common,
+        args,
+        simple,
+    }
+}
 
-    // ---- blocks and entries ----
-    let value = g
-        .peek_if(|g, i| g.value_missing_at(i))
+/// Expressions. Records (`kubernetes { … }`) contain blocks, which contain expressions.
+// INVARIANT: every recursive parser is built with `recursive(|self_| …)`, whose handle on
+// itself is weak: strong `Rc` cycles between parsers would leak the grammar on every parse.
+fn expression<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
+    g: Grammar<'tok, 'src>,
+) -> ExprParser<'tok, 'src, Er> {
+    recursive(move |expr: ExprParser<'tok, 'src, Er>| {
+        let Atoms {
+            common,
+            args,
+            simple,
+        } = atoms(g, expr.clone());
+        let body = block(g, expr);
+        let record = g
+            .peek_if(|g, i| matches!(g.tok(i + 1), Some(Token::LBrace)))
+            .ignore_then(ident())
+            .then(body.clone())
+            .map_with(|(ctor, body), e| Expr {
+                kind: ExprKind::Record { ctor, body },
+                span: e.span(),
+            });
+
+        let atom_full = record.or(common).boxed();
+        simple.or(with_operators(atom_full, args))
+    })
+}
+
+/// The value after `=`: an expression, or a reported hole where the next entry, a `}` or
+/// the end follows directly.
+fn field_value<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
+    g: Grammar<'tok, 'src>,
+    expr: ExprParser<'tok, 'src, Er>,
+) -> Boxed<'tok, 'src, Expr, Er> {
+    g.peek_if(|g, i| g.value_missing_at(i))
         .validate(|(), e, emitter| {
             let at: Span = e.span();
             emitter.emit(Er::custom(at, Custom::MissingValue));
             hole(at)
         })
         .or(expr.clone())
-        .boxed();
+        .boxed()
+}
 
-    let compare_op = select_ref! {
-        Token::EqEq => CompareOp::Eq,
-        Token::NotEq => CompareOp::Ne,
-        Token::Lt => CompareOp::Lt,
-        Token::Le => CompareOp::Le,
-        Token::Gt => CompareOp::Gt,
-        Token::Ge => CompareOp::Ge,
-    };
+/// A block `{ entries }`, given the expression parser.
+fn block<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
+    g: Grammar<'tok, 'src>,
+    expr: ExprParser<'tok, 'src, Er>,
+) -> impl Parser<'tok, Tokens<'tok, 'src>, Body, Extra<Er>> + Clone + 'tok {
+    recursive(move |body| {
+        let value = field_value(g, expr.clone());
 
-    enum Tail {
-        Field(Option<Ident>, Expr),
-        Block(Option<Ident>, Body),
-        Bound(CompareOp, Expr),
-    }
-    enum LabelledTail {
-        Value(Expr),
-        Body(Body),
-    }
-    let labelled_tail = ident()
-        .then(choice((
+        let compare_op = select_ref! {
+            Token::EqEq => CompareOp::Eq,
+            Token::NotEq => CompareOp::Ne,
+            Token::Lt => CompareOp::Lt,
+            Token::Le => CompareOp::Le,
+            Token::Gt => CompareOp::Gt,
+            Token::Ge => CompareOp::Ge,
+        };
+
+        enum Tail {
+            Field(Option<Ident>, Expr),
+            Block(Option<Ident>, Body),
+            Bound(CompareOp, Expr),
+        }
+        enum LabelledTail {
+            Value(Expr),
+            Body(Body),
+        }
+        let labelled_tail = ident()
+            .then(choice((
+                just(Token::Assign)
+                    .ignore_then(value.clone())
+                    .map(LabelledTail::Value),
+                body.clone().map(LabelledTail::Body),
+            )))
+            .map(|(label, tail)| match tail {
+                LabelledTail::Value(v) => Tail::Field(Some(label), v),
+                LabelledTail::Body(b) => Tail::Block(Some(label), b),
+            });
+        let entry_tail = choice((
             just(Token::Assign)
                 .ignore_then(value.clone())
-                .map(LabelledTail::Value),
-            body.clone().map(LabelledTail::Body),
-        )))
-        .map(|(label, tail)| match tail {
-            LabelledTail::Value(v) => Tail::Field(Some(label), v),
-            LabelledTail::Body(b) => Tail::Block(Some(label), b),
-        });
-    let entry_tail = choice((
-        just(Token::Assign)
-            .ignore_then(value.clone())
-            .map(|v| Tail::Field(None, v)),
-        body.clone().map(|b| Tail::Block(None, b)),
-        compare_op
-            .then(expr.clone())
-            .map(|(op, v)| Tail::Bound(op, v)),
-        labelled_tail,
-    ))
-    .labelled(label::ENTRY_TAIL);
-    let entry = g
-        .peek_if(|g, i| !g.nested_item_starts_at(i))
-        .ignore_then(ident().labelled(label::ENTRY))
-        .then(entry_tail)
-        .map_with(|(key, tail), e| Entry {
-            docs: Vec::new(),
-            kind: match tail {
-                Tail::Field(label, value) => EntryKind::Field { key, label, value },
-                Tail::Block(label, body) => EntryKind::Block { key, label, body },
-                Tail::Bound(op, value) => EntryKind::Bound { key, op, value },
-            },
-            span: e.span(),
-        })
-        .recover_with(via_parser(
-            g.skipper(Level::Block, |g, i| {
-                g.resume_entry_at(i) || g.nested_item_starts_at(i)
-            })
-            .map(|span| Entry {
-                docs: Vec::new(),
-                kind: EntryKind::Error,
-                span,
-            }),
+                .map(|v| Tail::Field(None, v)),
+            body.clone().map(|b| Tail::Block(None, b)),
+            compare_op
+                .then(expr.clone())
+                .map(|(op, v)| Tail::Bound(op, v)),
+            labelled_tail,
         ))
-        .boxed();
+        .labelled(label::ENTRY_TAIL);
+        let entry = g
+            .peek_if(|g, i| !g.nested_item_starts_at(i))
+            .ignore_then(ident().labelled(label::ENTRY))
+            .then(entry_tail)
+            .map_with(|(key, tail), e| Entry {
+                docs: Vec::new(),
+                kind: match tail {
+                    Tail::Field(label, value) => EntryKind::Field { key, label, value },
+                    Tail::Block(label, body) => EntryKind::Block { key, label, body },
+                    Tail::Bound(op, value) => EntryKind::Bound { key, op, value },
+                },
+                span: e.span(),
+            })
+            .recover_with(via_parser(
+                g.skipper(Level::Block, |g, i| {
+                    g.resume_entry_at(i) || g.nested_item_starts_at(i)
+                })
+                .map(|span| Entry {
+                    docs: Vec::new(),
+                    kind: EntryKind::Error,
+                    span,
+                }),
+            ))
+            .boxed();
 
-    let separators = select_ref! { Token::Semi => (), Token::Comma => () }.repeated();
-    // A block that meets an item keyword or the end of the file is closed there.
-    let close_brace = just(Token::RBrace).ignored().recover_with(via_parser(
-        g.peek_if(|g, i| g.tok(i).is_none() || g.nested_item_starts_at(i)),
-    ));
-    body.define(
+        let separators = select_ref! { Token::Semi => (), Token::Comma => () }.repeated();
+        // A block that meets an item keyword or the end of the file is closed there.
+        let close_brace = just(Token::RBrace).ignored().recover_with(via_parser(
+            g.peek_if(|g, i| g.tok(i).is_none() || g.nested_item_starts_at(i)),
+        ));
         just(Token::LBrace)
             .ignore_then(separators)
             .ignore_then(entry.then_ignore(separators).repeated().collect::<Vec<_>>())
@@ -802,8 +887,29 @@ fn file_parser<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
                 span: e.span(),
             })
             .labelled(label::BODY)
-            .as_context(),
-    );
+            .as_context()
+    })
+}
+
+/// The whole grammar. Returns the items of the file.
+fn file_parser<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
+    g: Grammar<'tok, 'src>,
+) -> impl Parser<'tok, Tokens<'tok, 'src>, Vec<Item>, Extra<Er>> + 'tok {
+    let expr = expression(g);
+    // A condition or subject right before a body: `approval when x > limit { … }` must not
+    // read `limit { … }` as a record.
+    let Atoms {
+        common,
+        args,
+        simple,
+    } = atoms(g, expr.clone());
+    let expr_no_record = simple.or(with_operators(common, args)).boxed();
+    let body = block(g, expr.clone());
+    let separators = select_ref! { Token::Semi => (), Token::Comma => () }.repeated();
+    // A block that meets an item keyword or the end of the file is closed there.
+    let close_brace = just(Token::RBrace).ignored().recover_with(via_parser(
+        g.peek_if(|g, i| g.tok(i).is_none() || g.nested_item_starts_at(i)),
+    ));
 
     // ---- policy rules ----
     let when = just(Token::When);
@@ -924,7 +1030,7 @@ fn file_parser<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
     let const_item = just(Token::Const)
         .ignore_then(ident().labelled(label::NAME))
         .then_ignore(just(Token::Assign))
-        .then(value)
+        .then(field_value(g, expr.clone()))
         .map(|(name, value)| {
             ItemKind::Const(ConstItem {
                 name: Some(name),
