@@ -742,7 +742,7 @@ fn atoms<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
     // Same tree as the full parser gives for these, much cheaper.
     let simple = g
         .peek_if(|g, i| g.simple_operand_at(i))
-        .ignore_then(literal.clone().or(ident().map(|id| Expr {
+        .ignore_then(literal.or(ident().map(|id| Expr {
             span: id.span,
             kind: ExprKind::Name(id),
         })))
