@@ -424,7 +424,7 @@ impl<'tok, 'src: 'tok> Grammar<'tok, 'src> {
     }
 
     /// The expression a lone literal or name at `i` stands for.
-    fn simple_expr(&self, i: usize) -> Option<Expr> {
+    fn simple_expr<Er: GrammarError<'tok, 'src>>(&self, i: usize) -> Option<Expr> {
         let (tok, span) = self.tokens.get(i)?;
         let kind = match tok {
             Token::Int(n) => ExprKind::Int(*n),
@@ -454,7 +454,7 @@ impl<'tok, 'src: 'tok> Grammar<'tok, 'src> {
                 let i: usize = inp.cursor().inner().0;
                 match self
                     .simple_operand_at(i)
-                    .then(|| self.simple_expr(i))
+                    .then(|| self.simple_expr::<Er>(i))
                     .flatten()
                 {
                     Some(expr) => {
@@ -480,9 +480,9 @@ impl<'tok, 'src: 'tok> Grammar<'tok, 'src> {
                     && !self.value_missing_at(i + 2)
                     && self.simple_operand_at(i + 2);
                 let parts = match (self.tokens.get(i), applies) {
-                    (Some((Token::Ident(key), key_span)), true) => {
-                        self.simple_expr(i + 2).map(|value| (key, *key_span, value))
-                    }
+                    (Some((Token::Ident(key), key_span)), true) => self
+                        .simple_expr::<Er>(i + 2)
+                        .map(|value| (key, *key_span, value)),
                     _ => None,
                 };
                 let Some((key, key_span, value)) = parts else {
@@ -1195,4 +1195,48 @@ fn file_parser<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
                 .collect::<Vec<_>>(),
         )
         .then_ignore(end())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parses valid `text` with the diagnostic (`Rich`) pass only.
+    fn slow_items(text: &str) -> Vec<Item> {
+        let mut tokens = super::super::lex(FileId(0), text).tokens;
+        let _ = prepass::limit_nesting(&mut tokens);
+        let delimiters = Delimiters::compute(&tokens);
+        let grammar = Grammar {
+            text,
+            tokens: &tokens,
+            delimiters: &delimiters,
+        };
+        let eoi = Span::new(FileId(0), text.len() as u32, text.len() as u32);
+        let (items, errors) = file_parser::<PErr<'_, '_>>(grammar)
+            .parse(tokens.as_slice().split_token_span(eoi))
+            .into_output_errors();
+        assert!(errors.is_empty());
+        items.unwrap_or_default()
+    }
+
+    #[test]
+    fn fast_and_diagnostic_passes_build_the_same_tree() {
+        let texts = [
+            crate::testgen::spec(300),
+            "const p = (\"paren\")\nconst q = [(\"a\"), \"b\", \"\"]\nconst r = {\"k\": (\"v\")}"
+                .to_string(),
+            "policy p { deny \"r\" when a window w = daily 00:00..24:00 in \"UTC\" }".to_string(),
+        ];
+        for text in &texts {
+            let fast = parse_file(FileId(0), text);
+            assert!(fast.diagnostics.is_empty(), "{:?}", fast.diagnostics);
+            let mut slow_ast = SourceFileAst {
+                file: FileId(0),
+                items: slow_items(text),
+                span: fast.ast.span,
+            };
+            super::super::docs::attach(&mut slow_ast, text, &fast.comments);
+            assert_eq!(fast.ast, slow_ast);
+        }
+    }
 }
