@@ -699,6 +699,9 @@ fn atoms<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
     g: Grammar<'tok, 'src>,
     expr: ExprParser<'tok, 'src, Er>,
 ) -> Atoms<'tok, 'src, Er> {
+    let simple = g.simple_operand().boxed();
+    // Elements, arguments and map values: most are lone literals or names.
+    let element = simple.clone().or(expr.clone()).boxed();
     let literal = select_ref! {
         Token::Int(n) => ExprKind::Int(*n),
         Token::Decimal(d) => ExprKind::Decimal(*d),
@@ -742,7 +745,7 @@ fn atoms<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
         via_parser(nested_delimiters(open, close, others, hole))
     };
 
-    let list = expr
+    let list = element
         .clone()
         .separated_by(just(Token::Comma))
         .allow_trailing()
@@ -763,7 +766,7 @@ fn atoms<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
         .labelled(label::MAP_KEY);
     let map_entry = map_key
         .then_ignore(just(Token::Colon))
-        .then(expr.clone())
+        .then(element.clone())
         .map_with(|(key, value), e| MapEntry {
             key,
             value,
@@ -813,7 +816,7 @@ fn atoms<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
         .as_context()
         .recover_with(delimited_recovery(Token::LParen, Token::RParen));
 
-    let args = expr
+    let args = element
         .clone()
         .separated_by(just(Token::Comma))
         .allow_trailing()
@@ -832,8 +835,6 @@ fn atoms<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
         )))
         .boxed();
 
-    // Same tree as the full parser gives for these, much cheaper.
-    let simple = g.simple_operand().boxed();
     let common = choice((name, literal, list, map, lambda, parens))
         .labelled(label::EXPRESSION)
         .boxed();
