@@ -324,3 +324,24 @@ fn deep_nesting_is_a_diagnostic_not_a_crash() {
         check_spans(&text);
     }
 }
+
+#[test]
+fn oversized_file_is_one_diagnostic_and_an_empty_tree() {
+    let text = "// padding\n".repeat(berth_compiler::syntax::limits::MAX_FILE_BYTES / 11 + 1);
+    let parsed = parse_file(FileId(0), &text);
+    let codes: Vec<&str> = parsed.diagnostics.iter().map(|d| d.code.as_str()).collect();
+    assert_eq!(codes, ["E0191"]);
+    assert!(parsed.ast.items.is_empty());
+}
+
+#[test]
+fn too_many_tokens_is_one_diagnostic() {
+    let text = format!(
+        "const many = [{}]",
+        "1,".repeat(berth_compiler::syntax::limits::MAX_TOKENS / 2 + 1)
+    );
+    let parsed = parse_file(FileId(0), &text);
+    let codes: Vec<&str> = parsed.diagnostics.iter().map(|d| d.code.as_str()).collect();
+    assert_eq!(codes, ["E0192"]);
+    assert!(parsed.ast.items.is_empty());
+}
