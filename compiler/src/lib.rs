@@ -6,10 +6,13 @@
 pub mod diagnostics;
 pub mod driver;
 pub mod ir;
+pub mod placement;
 pub mod plan;
+pub mod sema;
 pub mod source;
 pub mod syntax;
 #[doc(hidden)]
 pub mod testgen;
+pub mod verify;
 
 pub use driver::{CheckOutput, check};
