@@ -11,6 +11,8 @@ pub mod plan;
 pub mod sema;
 pub mod source;
 pub mod syntax;
+#[doc(hidden)]
+pub mod testgen;
 pub mod verify;
 
 pub use driver::{CheckOutput, check};

@@ -5,10 +5,23 @@
 
 use super::ast::{Body, Entry, EntryKind, Expr, ExprKind, ItemKind, Rule, RuleKind, SourceFileAst};
 use super::lexer::{Comment, CommentKind};
+use crate::source::Span;
 
 /// Fills the `docs` of every item, entry and rule of `ast`.
 pub(crate) fn attach(ast: &mut SourceFileAst, text: &str, comments: &[Comment]) {
-    let docs = Docs { text, comments };
+    let doc_starts: Vec<u32> = comments
+        .iter()
+        .filter(|c| c.kind == CommentKind::Doc)
+        .map(|c| c.span.start)
+        .collect();
+    if doc_starts.is_empty() {
+        return;
+    }
+    let docs = Docs {
+        text,
+        comments,
+        doc_starts,
+    };
     for item in &mut ast.items {
         item.docs = docs.before(item.span.start);
         match &mut item.kind {
@@ -27,6 +40,8 @@ pub(crate) fn attach(ast: &mut SourceFileAst, text: &str, comments: &[Comment]) 
 struct Docs<'a> {
     text: &'a str,
     comments: &'a [Comment],
+    /// Start offsets of the doc comments, in order.
+    doc_starts: Vec<u32>,
 }
 
 impl Docs<'_> {
@@ -56,7 +71,16 @@ impl Docs<'_> {
         lines
     }
 
+    /// Whether any doc comment lies inside `span`: subtrees without one are skipped.
+    fn any_inside(&self, span: Span) -> bool {
+        let i = self.doc_starts.partition_point(|&s| s < span.start);
+        self.doc_starts.get(i).is_some_and(|&s| s < span.end)
+    }
+
     fn body(&self, body: &mut Body) {
+        if !self.any_inside(body.span) {
+            return;
+        }
         for entry in &mut body.entries {
             self.entry(entry);
         }
@@ -88,6 +112,9 @@ impl Docs<'_> {
     /// Records inside values have entries too (`runtime = kubernetes { /// … }`).
     // INVARIANT: expression depth is bounded by the prepass (limits::MAX_EXPR_DEPTH).
     fn expr(&self, expr: &mut Expr) {
+        if !self.any_inside(expr.span) {
+            return;
+        }
         match &mut expr.kind {
             ExprKind::Record { body, .. } => self.body(body),
             ExprKind::List(items) => items.iter_mut().for_each(|e| self.expr(e)),

@@ -76,6 +76,9 @@ pub enum ParseError {
         /// What the delimiter belongs to, as written: `workload vision_inspect`.
         owner: Option<String>,
         found: Found,
+        /// An inner `{` that more likely lost its `}`, and the `}` that closes it instead:
+        /// indented like an outer block's, so probably meant for the outer one.
+        suspect: Option<(Span, Span)>,
     },
     /// E0103: the file ended in the middle of something.
     UnexpectedEof {
@@ -313,13 +316,14 @@ impl ParseError {
                 delimiter,
                 owner,
                 found,
+                suspect,
             } => {
                 let close = delimiter.close();
                 let what = match owner {
                     Some(o) => format!("`{o}`"),
                     None => format!("this `{}`", delimiter.open()),
                 };
-                Diagnostic::error(
+                let d = Diagnostic::error(
                     Code::UnclosedDelimiter,
                     format!(
                         "expected `{close}` to close {what}, found {}",
@@ -331,11 +335,20 @@ impl ParseError {
                 .label(
                     *open,
                     format!("this `{}` is never closed", delimiter.open()),
-                )
-                .help(format!(
-                    "add `{close}` where {what} should end; if an inner block lost its `{close}`, \
-                     the indentation usually shows which"
-                ))
+                );
+                match suspect {
+                    Some((inner, its_close)) => d
+                        .label(*inner, "perhaps this block lost its `}` instead")
+                        .label(
+                            *its_close,
+                            "this `}`, indented like an outer block, closes it",
+                        )
+                        .help("add the missing `}` at the end of the inner block"),
+                    None => d.help(format!(
+                        "add `{close}` where {what} should end; if an inner block lost its \
+                         `{close}`, the indentation usually shows which"
+                    )),
+                }
             }
             ParseError::UnexpectedEof {
                 span,
@@ -635,12 +648,17 @@ impl<'a, 'src> Converter<'a, 'src> {
                 || (ctx.kind == ContextKind::Block && expected.contains(&Expected::Entry));
             let unclosed = self.delimiters.partner(*open_index).is_none();
             if expects_close && unclosed {
+                let suspect = match ctx.kind.delimiter() {
+                    Delimiter::Brace => self.misindented_block(*open_index, span.start),
+                    _ => None,
+                };
                 return ParseError::Unclosed {
                     span,
                     open: ctx.open,
                     delimiter: ctx.kind.delimiter(),
                     owner: ctx.owner.clone(),
                     found,
+                    suspect,
                 };
             }
         }
@@ -705,6 +723,50 @@ impl<'a, 'src> Converter<'a, 'src> {
             | Token::Invalid => None,
             other => Some(other.to_string()),
         }
+    }
+
+    /// Inside the unclosed block opened at token `open` (and running up to `until`), the first
+    /// inner `{` whose matching `}` starts a line indented differently from the line of the
+    /// `{`: with consistent indentation, that `}` belongs to an outer block, so the inner block
+    /// is the one missing its `}`. Returns the inner `{` and that `}`.
+    fn misindented_block(&self, open: usize, until: u32) -> Option<(Span, Span)> {
+        let end = self.index_at(until);
+        (open + 1..end).find_map(|j| {
+            let (tok, brace) = self.tokens.get(j)?;
+            if *tok != Token::LBrace {
+                return None;
+            }
+            let close = self.delimiters.partner(j)?;
+            let (_, close_span) = self.tokens.get(close)?;
+            let close_indent = self.indent_if_first(close_span.start)?;
+            let open_indent = self.line_indent(brace.start);
+            (close_indent != open_indent).then_some((*brace, *close_span))
+        })
+    }
+
+    /// The indentation (in characters) of the line holding `offset`.
+    fn line_indent(&self, offset: u32) -> usize {
+        let start = self.line_start(offset);
+        self.text[start..]
+            .chars()
+            .take_while(|c| *c == ' ' || *c == '\t')
+            .count()
+    }
+
+    /// The indentation of the token at `offset` if it is the first on its line.
+    fn indent_if_first(&self, offset: u32) -> Option<usize> {
+        let before = self.text.get(self.line_start(offset)..offset as usize)?;
+        before
+            .chars()
+            .all(|c| c == ' ' || c == '\t')
+            .then(|| before.chars().count())
+    }
+
+    fn line_start(&self, offset: u32) -> usize {
+        self.text
+            .get(..offset as usize)
+            .and_then(|t| t.rfind('\n'))
+            .map_or(0, |i| i + 1)
     }
 
     /// The innermost context of a known kind, with the index of its opening token.

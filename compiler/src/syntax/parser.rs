@@ -28,10 +28,14 @@ use super::prepass::{self, Delimiters};
 use super::token::Token;
 use crate::diagnostics::{self, Diagnostic};
 use crate::source::{FileId, Span};
+use chumsky::DefaultExpected;
+use chumsky::error::{EmptyErr, Rich};
 use chumsky::input::{Input as _, InputRef, MappedInput};
+use chumsky::label::LabelError;
 use chumsky::pratt::{infix, left, postfix, prefix};
 use chumsky::prelude::*;
 use chumsky::recovery::{nested_delimiters, via_parser};
+use chumsky::util::MaybeRef;
 
 /// The result of parsing one file: always a tree, plus the comments (trivia, for the
 /// formatter and doc attachment) and every lexical and syntax diagnostic.
@@ -86,9 +90,19 @@ pub fn parse_file(file: FileId, text: &str) -> Parsed {
             tokens: &tokens,
             delimiters: &delimiters,
         };
-        let input = tokens.as_slice().split_token_span(eoi);
-        let (items, raw_errors) = file_parser(grammar).parse(input).into_output_errors();
-        (items.unwrap_or_default(), raw_errors)
+        // Fast pass with zero-sized errors; only input with mistakes pays for `Rich` errors.
+        let fast = file_parser::<EmptyErr>(grammar)
+            .parse(tokens.as_slice().split_token_span(eoi))
+            .into_output_errors();
+        match fast {
+            (Some(items), errs) if errs.is_empty() => (items, Vec::new()),
+            _ => {
+                let (items, raw_errors) = file_parser::<PErr<'_, '_>>(grammar)
+                    .parse(tokens.as_slice().split_token_span(eoi))
+                    .into_output_errors();
+                (items.unwrap_or_default(), raw_errors)
+            }
+        }
     };
     let converter = super::parse_error::Converter::new(text, &tokens, &delimiters);
     errors.extend(converter.convert_all(raw_errors));
@@ -153,7 +167,41 @@ impl chumsky::span::Span for Span {
 
 /// The parser's input: the token slice, split into tokens and spans.
 type Tokens<'tok, 'src> = MappedInput<'tok, Token<'src>, Span, &'tok [(Token<'src>, Span)]>;
-type Extra<'tok, 'src> = extra::Err<PErr<'tok, 'src>>;
+type Extra<Er> = extra::Err<Er>;
+
+/// What the grammar needs of its error type: chumsky's `Rich` (for diagnostics), or the
+/// zero-sized `EmptyErr` for the fast first pass over what is usually valid input (error
+/// values cost nothing then, and the grammar behaves the same).
+pub(crate) trait GrammarError<'tok, 'src: 'tok>:
+    chumsky::error::Error<'tok, Tokens<'tok, 'src>>
+    + LabelError<'tok, Tokens<'tok, 'src>, &'static str>
+    + LabelError<'tok, Tokens<'tok, 'src>, DefaultExpected<'tok, Token<'src>>>
+    + 'tok
+{
+    /// An error the grammar reports itself.
+    fn custom(span: Span, custom: Custom) -> Self;
+
+    /// The error of a lookahead or skipper that did not apply (never shown on its own).
+    fn something(found: Option<MaybeRef<'tok, Token<'src>>>, span: Span) -> Self {
+        <Self as LabelError<'tok, Tokens<'tok, 'src>, &'static str>>::expected_found(
+            [label::SOMETHING],
+            found,
+            span,
+        )
+    }
+}
+
+impl<'tok, 'src: 'tok> GrammarError<'tok, 'src> for PErr<'tok, 'src> {
+    fn custom(span: Span, custom: Custom) -> Self {
+        Rich::custom(span, custom)
+    }
+}
+
+impl<'tok, 'src: 'tok> GrammarError<'tok, 'src> for EmptyErr {
+    fn custom(span: Span, _: Custom) -> Self {
+        <Self as LabelError<'tok, Tokens<'tok, 'src>, &'static str>>::expected_found([], None, span)
+    }
+}
 
 /// What the grammar's hand-written pieces (skipping, lookahead) need to see.
 #[derive(Clone, Copy)]
@@ -182,7 +230,7 @@ fn is_compare(tok: &Token<'_>) -> bool {
     )
 }
 
-impl<'tok, 'src> Grammar<'tok, 'src> {
+impl<'tok, 'src: 'tok> Grammar<'tok, 'src> {
     fn tok(&self, i: usize) -> Option<&'tok Token<'src>> {
         self.tokens.get(i).map(|(t, _)| t)
     }
@@ -251,12 +299,54 @@ impl<'tok, 'src> Grammar<'tok, 'src> {
     /// `deny "…"`): a name followed by a name is never an expression.
     fn name_operand_at(&self, i: usize) -> bool {
         match self.tok(i + 1) {
-            Some(Token::Assign) => false,
+            // `key =` and lambdas; records are tried before names.
+            Some(Token::Assign | Token::Arrow) => false,
             Some(Token::Ident(_) | Token::Str(_)) => {
                 !(self.rule_starts_at(i) && self.first_on_line(i))
             }
             _ => true,
         }
+    }
+
+    /// A literal or name that is a whole expression: nothing after it continues the
+    /// expression. Parsing it directly skips trying every operator (the common case).
+    fn simple_operand_at(&self, i: usize) -> bool {
+        let head = match self.tok(i) {
+            Some(
+                Token::Int(_)
+                | Token::Decimal(_)
+                | Token::Str(_)
+                | Token::True
+                | Token::False
+                | Token::Quantity(_)
+                | Token::Clock(_)
+                | Token::Invalid,
+            ) => true,
+            Some(Token::Ident(_)) => self.name_operand_at(i),
+            _ => false,
+        };
+        head && !matches!(
+            self.tok(i + 1),
+            Some(
+                Token::Dot
+                    | Token::LParen
+                    | Token::LBrace
+                    | Token::Arrow
+                    | Token::Or
+                    | Token::And
+                    | Token::EqEq
+                    | Token::NotEq
+                    | Token::Lt
+                    | Token::Le
+                    | Token::Gt
+                    | Token::Ge
+                    | Token::In
+                    | Token::Plus
+                    | Token::Minus
+                    | Token::Star
+                    | Token::Slash
+            )
+        )
     }
 
     /// `d -> …` or `(a, b) -> …`.
@@ -293,13 +383,13 @@ impl<'tok, 'src> Grammar<'tok, 'src> {
     /// `stop_at` holds, a `}` that closes an enclosing block, or the end. Fails without
     /// consuming where nothing can be skipped: at the end, at a `}` that closes an enclosing
     /// block, and (inside blocks) at an item that starts there.
-    fn skipper(
+    fn skipper<Er: GrammarError<'tok, 'src>>(
         self,
         level: Level,
         stop_at: impl Fn(&Self, usize) -> bool + Clone + 'tok,
-    ) -> impl Parser<'tok, Tokens<'tok, 'src>, Span, Extra<'tok, 'src>> + Clone + 'tok {
+    ) -> impl Parser<'tok, Tokens<'tok, 'src>, Span, Extra<Er>> + Clone + 'tok {
         custom(
-            move |inp: &mut InputRef<'tok, '_, Tokens<'tok, 'src>, Extra<'tok, 'src>>| {
+            move |inp: &mut InputRef<'tok, '_, Tokens<'tok, 'src>, Extra<Er>>| {
                 let before = inp.cursor();
                 let start: usize = inp.cursor().inner().0;
                 let mut i = start;
@@ -326,20 +416,113 @@ impl<'tok, 'src> Grammar<'tok, 'src> {
                 if i == start {
                     let found = inp.peek_maybe();
                     let span = inp.span_since(&before);
-                    return Err(expected_something(found, span));
+                    return Err(Er::something(found, span));
                 }
                 Ok(inp.span_since(&before))
             },
         )
     }
 
+    /// The expression a lone literal or name at `i` stands for.
+    fn simple_expr<Er: GrammarError<'tok, 'src>>(&self, i: usize) -> Option<Expr> {
+        let (tok, span) = self.tokens.get(i)?;
+        let kind = match tok {
+            Token::Int(n) => ExprKind::Int(*n),
+            Token::Decimal(d) => ExprKind::Decimal(*d),
+            Token::Str(s) => ExprKind::Str(s.clone()),
+            Token::True => ExprKind::Bool(true),
+            Token::False => ExprKind::Bool(false),
+            Token::Quantity(q) => ExprKind::Quantity(*q),
+            Token::Clock(c) => ExprKind::Clock(*c),
+            Token::Invalid => ExprKind::Error,
+            Token::Ident(name) => ExprKind::Name(Ident {
+                name: (*name).to_string(),
+                span: *span,
+            }),
+            _ => return None,
+        };
+        Some(Expr { kind, span: *span })
+    }
+
+    /// A lone literal or name (see [`Self::simple_operand_at`]), without going through the
+    /// operator machinery. Gives the same tree as the general expression parser.
+    fn simple_operand<Er: GrammarError<'tok, 'src>>(
+        self,
+    ) -> impl Parser<'tok, Tokens<'tok, 'src>, Expr, Extra<Er>> + Clone + 'tok {
+        custom(
+            move |inp: &mut InputRef<'tok, '_, Tokens<'tok, 'src>, Extra<Er>>| {
+                let i: usize = inp.cursor().inner().0;
+                match self
+                    .simple_operand_at(i)
+                    .then(|| self.simple_expr::<Er>(i))
+                    .flatten()
+                {
+                    Some(expr) => {
+                        inp.skip();
+                        Ok(expr)
+                    }
+                    None => Err(Er::something(None, self.eoi_or_span(i))),
+                }
+            },
+        )
+    }
+
+    /// `key = value` where the value is a lone literal or name: by far the most common entry,
+    /// recognised in one step. Gives the same tree as the general entry parser.
+    fn simple_field<Er: GrammarError<'tok, 'src>>(
+        self,
+    ) -> impl Parser<'tok, Tokens<'tok, 'src>, Entry, Extra<Er>> + Clone + 'tok {
+        custom(
+            move |inp: &mut InputRef<'tok, '_, Tokens<'tok, 'src>, Extra<Er>>| {
+                let i: usize = inp.cursor().inner().0;
+                let applies = matches!(self.tok(i + 1), Some(Token::Assign))
+                    && !self.nested_item_starts_at(i)
+                    && !self.value_missing_at(i + 2)
+                    && self.simple_operand_at(i + 2);
+                let parts = match (self.tokens.get(i), applies) {
+                    (Some((Token::Ident(key), key_span)), true) => self
+                        .simple_expr::<Er>(i + 2)
+                        .map(|value| (key, *key_span, value)),
+                    _ => None,
+                };
+                let Some((key, key_span, value)) = parts else {
+                    return Err(Er::something(None, self.eoi_or_span(i)));
+                };
+                inp.skip();
+                inp.skip();
+                inp.skip();
+                Ok(Entry {
+                    docs: Vec::new(),
+                    span: key_span.to(value.span),
+                    kind: EntryKind::Field {
+                        key: Ident {
+                            name: (*key).to_string(),
+                            span: key_span,
+                        },
+                        label: None,
+                        value,
+                    },
+                })
+            },
+        )
+    }
+
+    /// The span of token `i`, or an empty span at the end of the last token.
+    fn eoi_or_span(&self, i: usize) -> Span {
+        match (self.tokens.get(i), self.tokens.last()) {
+            (Some((_, s)), _) => *s,
+            (None, Some((_, s))) => s.end_point(),
+            (None, None) => Span::default(),
+        }
+    }
+
     /// Succeeds, consuming nothing, where `pred` holds at the next token.
-    fn peek_if(
+    fn peek_if<Er: GrammarError<'tok, 'src>>(
         self,
         pred: impl Fn(&Self, usize) -> bool + Clone + 'tok,
-    ) -> impl Parser<'tok, Tokens<'tok, 'src>, (), Extra<'tok, 'src>> + Clone + 'tok {
+    ) -> impl Parser<'tok, Tokens<'tok, 'src>, (), Extra<Er>> + Clone + 'tok {
         custom(
-            move |inp: &mut InputRef<'tok, '_, Tokens<'tok, 'src>, Extra<'tok, 'src>>| {
+            move |inp: &mut InputRef<'tok, '_, Tokens<'tok, 'src>, Extra<Er>>| {
                 let i: usize = inp.cursor().inner().0;
                 if pred(&self, i) {
                     Ok(())
@@ -348,7 +531,7 @@ impl<'tok, 'src> Grammar<'tok, 'src> {
                     let found = inp.peek_maybe();
                     inp.skip();
                     let span = inp.span_since(&before);
-                    Err(expected_something(found, span))
+                    Err(Er::something(found, span))
                 }
             },
         )
@@ -362,35 +545,23 @@ enum Level {
     Block,
 }
 
-/// The error of a lookahead or skipper that did not apply (never shown on its own).
-fn expected_something<'tok, 'src>(
-    found: Option<chumsky::util::MaybeRef<'tok, Token<'src>>>,
-    span: Span,
-) -> PErr<'tok, 'src> {
-    <PErr<'tok, 'src> as chumsky::label::LabelError<Tokens<'tok, 'src>, &'static str>>::expected_found(
-        [label::SOMETHING],
-        found,
-        span,
-    )
-}
-
 /// A parser over our tokens, boxed where types would otherwise explode.
-type Boxed<'tok, 'src, O> = chumsky::Boxed<'tok, 'tok, Tokens<'tok, 'src>, O, Extra<'tok, 'src>>;
+type Boxed<'tok, 'src, O, Er> = chumsky::Boxed<'tok, 'tok, Tokens<'tok, 'src>, O, Extra<Er>>;
 
-fn ident<'tok, 'src: 'tok>()
--> impl Parser<'tok, Tokens<'tok, 'src>, Ident, Extra<'tok, 'src>> + Clone {
+fn ident<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>()
+-> impl Parser<'tok, Tokens<'tok, 'src>, Ident, Extra<Er>> + Clone {
     select_ref! { Token::Ident(s) = e => Ident { name: (*s).to_string(), span: e.span() } }
 }
 
 /// A contextual keyword (`workload`, `deny`, …): an identifier with that text.
-fn word<'tok, 'src: 'tok>(
+fn word<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
     w: &'static str,
-) -> impl Parser<'tok, Tokens<'tok, 'src>, Span, Extra<'tok, 'src>> + Clone {
+) -> impl Parser<'tok, Tokens<'tok, 'src>, Span, Extra<Er>> + Clone {
     select_ref! { Token::Ident(s) = e if *s == w => e.span() }.labelled(w)
 }
 
-fn str_lit<'tok, 'src: 'tok>()
--> impl Parser<'tok, Tokens<'tok, 'src>, StrLit, Extra<'tok, 'src>> + Clone {
+fn str_lit<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>()
+-> impl Parser<'tok, Tokens<'tok, 'src>, StrLit, Extra<Er>> + Clone {
     select_ref! { Token::Str(s) = e => StrLit { value: s.clone(), span: e.span() } }
         .labelled(label::STRING)
 }
@@ -428,10 +599,10 @@ fn is_bare_comparison(e: &Expr) -> bool {
 
 /// The operators around `atom`, lowest precedence first: `or`, `and`, `not`, comparisons and
 /// `in` (not associative), `+ -`, `* /`, unary `-`, then member access and calls.
-fn with_operators<'tok, 'src: 'tok>(
-    atom: Boxed<'tok, 'src, Expr>,
-    args: Boxed<'tok, 'src, Vec<Expr>>,
-) -> impl Parser<'tok, Tokens<'tok, 'src>, Expr, Extra<'tok, 'src>> + Clone {
+fn with_operators<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
+    atom: Boxed<'tok, 'src, Expr, Er>,
+    args: Boxed<'tok, 'src, Vec<Expr>, Er>,
+) -> impl Parser<'tok, Tokens<'tok, 'src>, Expr, Extra<Er>> + Clone {
     let compare = select_ref! {
         Token::EqEq => BinaryOp::Compare(CompareOp::Eq),
         Token::NotEq => BinaryOp::Compare(CompareOp::Ne),
@@ -447,15 +618,13 @@ fn with_operators<'tok, 'src: 'tok>(
     let product = select_ref! { Token::Star => BinaryOp::Mul, Token::Slash => BinaryOp::Div }
         .labelled(label::OPERATOR);
     let member = just(Token::Dot).ignore_then(ident().labelled(label::FIELD_NAME));
-    let fold = |l: Expr,
-                op: BinaryOp,
-                r: Expr,
-                e: &mut chumsky::input::MapExtra<
-        'tok,
-        '_,
-        Tokens<'tok, 'src>,
-        Extra<'tok, 'src>,
-    >| { binary(op, l, r, e.span()) };
+    let fold =
+        |l: Expr,
+         op: BinaryOp,
+         r: Expr,
+         e: &mut chumsky::input::MapExtra<'tok, '_, Tokens<'tok, 'src>, Extra<Er>>| {
+            binary(op, l, r, e.span())
+        };
     atom.pratt(
         (
             infix(left(1), just(Token::Or).to(BinaryOp::Or), fold),
@@ -477,11 +646,11 @@ fn with_operators<'tok, 'src: 'tok>(
                     'tok,
                     '_,
                     Tokens<'tok, 'src>,
-                    Extra<'tok, 'src>,
+                    Extra<Er>,
                 >| {
                     let span = e.span();
                     if is_bare_comparison(&l) {
-                        e.emit(PErr::custom(span, Custom::ChainedComparison));
+                        e.emit(Er::custom(span, Custom::ChainedComparison));
                     }
                     binary(op, l, r, span)
                 },
@@ -513,18 +682,26 @@ fn with_operators<'tok, 'src: 'tok>(
     )
 }
 
-/// The whole grammar. Returns the items of the file.
-fn file_parser<'tok, 'src: 'tok>(
-    g: Grammar<'tok, 'src>,
-) -> impl Parser<'tok, Tokens<'tok, 'src>, Vec<Item>, Extra<'tok, 'src>> + 'tok {
-    let mut expr = Recursive::<
-        chumsky::recursive::Indirect<'tok, 'tok, Tokens<'tok, 'src>, Expr, Extra<'tok, 'src>>,
-    >::declare();
-    let mut body = Recursive::<
-        chumsky::recursive::Indirect<'tok, 'tok, Tokens<'tok, 'src>, Body, Extra<'tok, 'src>>,
-    >::declare();
+/// A handle on the (recursive) expression parser.
+type ExprParser<'tok, 'src, Er> =
+    Recursive<chumsky::recursive::Direct<'tok, 'tok, Tokens<'tok, 'src>, Expr, Extra<Er>>>;
 
-    // ---- expressions ----
+/// The atoms of expressions, given the expression parser for what they contain: every atom
+/// but records (which need blocks), the argument list of calls, and the fast path for a lone
+/// literal or name.
+struct Atoms<'tok, 'src, Er: GrammarError<'tok, 'src>> {
+    common: Boxed<'tok, 'src, Expr, Er>,
+    args: Boxed<'tok, 'src, Vec<Expr>, Er>,
+    simple: Boxed<'tok, 'src, Expr, Er>,
+}
+
+fn atoms<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
+    g: Grammar<'tok, 'src>,
+    expr: ExprParser<'tok, 'src, Er>,
+) -> Atoms<'tok, 'src, Er> {
+    let simple = g.simple_operand().boxed();
+    // Elements, arguments and map values: most are lone literals or names.
+    let element = simple.clone().or(expr.clone()).boxed();
     let literal = select_ref! {
         Token::Int(n) => ExprKind::Int(*n),
         Token::Decimal(d) => ExprKind::Decimal(*d),
@@ -568,7 +745,7 @@ fn file_parser<'tok, 'src: 'tok>(
         via_parser(nested_delimiters(open, close, others, hole))
     };
 
-    let list = expr
+    let list = element
         .clone()
         .separated_by(just(Token::Comma))
         .allow_trailing()
@@ -589,7 +766,7 @@ fn file_parser<'tok, 'src: 'tok>(
         .labelled(label::MAP_KEY);
     let map_entry = map_key
         .then_ignore(just(Token::Colon))
-        .then(expr.clone())
+        .then(element.clone())
         .map_with(|(key, value), e| MapEntry {
             key,
             value,
@@ -608,15 +785,6 @@ fn file_parser<'tok, 'src: 'tok>(
         .as_context()
         .recover_with(delimited_recovery(Token::LBrace, Token::RBrace))
         .boxed();
-
-    let record = g
-        .peek_if(|g, i| matches!(g.tok(i + 1), Some(Token::LBrace)))
-        .ignore_then(ident())
-        .then(body.clone())
-        .map_with(|(ctor, body), e| Expr {
-            kind: ExprKind::Record { ctor, body },
-            span: e.span(),
-        });
 
     let lambda = g
         .peek_if(|g, i| g.lambda_starts_at(i))
@@ -648,7 +816,7 @@ fn file_parser<'tok, 'src: 'tok>(
         .as_context()
         .recover_with(delimited_recovery(Token::LParen, Token::RParen));
 
-    let args = expr
+    let args = element
         .clone()
         .separated_by(just(Token::Comma))
         .allow_trailing()
@@ -667,97 +835,138 @@ fn file_parser<'tok, 'src: 'tok>(
         )))
         .boxed();
 
-    let atom_common = choice((literal, lambda, list, map, parens, name))
+    let common = choice((name, literal, list, map, lambda, parens))
         .labelled(label::EXPRESSION)
         .boxed();
-    let atom_full = record.or(atom_common.clone()).boxed();
-    expr.define(with_operators(atom_full, args.clone()));
-    // A condition or subject right before a body: `approval when x > limit { … }` must not
-    // read `limit { … }` as a record.
-    let expr_no_record = with_operators(atom_common, args).boxed();
+    Atoms {
+        common,
+        args,
+        simple,
+    }
+}
 
-    // ---- blocks and entries ----
-    let value = g
-        .peek_if(|g, i| g.value_missing_at(i))
+/// Expressions. Records (`kubernetes { … }`) contain blocks, which contain expressions.
+// INVARIANT: every recursive parser is built with `recursive(|self_| …)`, whose handle on
+// itself is weak: strong `Rc` cycles between parsers would leak the grammar on every parse.
+fn expression<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
+    g: Grammar<'tok, 'src>,
+) -> ExprParser<'tok, 'src, Er> {
+    recursive(move |expr: ExprParser<'tok, 'src, Er>| {
+        let Atoms {
+            common,
+            args,
+            simple,
+        } = atoms(g, expr.clone());
+        let body = block(g, expr);
+        let record = g
+            .peek_if(|g, i| matches!(g.tok(i + 1), Some(Token::LBrace)))
+            .ignore_then(ident())
+            .then(body.clone())
+            .map_with(|(ctor, body), e| Expr {
+                kind: ExprKind::Record { ctor, body },
+                span: e.span(),
+            });
+
+        let atom_full = record.or(common).boxed();
+        simple.or(with_operators(atom_full, args))
+    })
+}
+
+/// The value after `=`: an expression, or a reported hole where the next entry, a `}` or
+/// the end follows directly.
+fn field_value<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
+    g: Grammar<'tok, 'src>,
+    expr: ExprParser<'tok, 'src, Er>,
+) -> Boxed<'tok, 'src, Expr, Er> {
+    g.peek_if(|g, i| g.value_missing_at(i))
         .validate(|(), e, emitter| {
             let at: Span = e.span();
-            emitter.emit(PErr::custom(at, Custom::MissingValue));
+            emitter.emit(Er::custom(at, Custom::MissingValue));
             hole(at)
         })
         .or(expr.clone())
-        .boxed();
+        .boxed()
+}
 
-    let compare_op = select_ref! {
-        Token::EqEq => CompareOp::Eq,
-        Token::NotEq => CompareOp::Ne,
-        Token::Lt => CompareOp::Lt,
-        Token::Le => CompareOp::Le,
-        Token::Gt => CompareOp::Gt,
-        Token::Ge => CompareOp::Ge,
-    };
+/// A block `{ entries }`, given the expression parser.
+fn block<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
+    g: Grammar<'tok, 'src>,
+    expr: ExprParser<'tok, 'src, Er>,
+) -> impl Parser<'tok, Tokens<'tok, 'src>, Body, Extra<Er>> + Clone + 'tok {
+    recursive(move |body| {
+        let value = field_value(g, expr.clone());
 
-    enum Tail {
-        Field(Option<Ident>, Expr),
-        Block(Option<Ident>, Body),
-        Bound(CompareOp, Expr),
-    }
-    enum LabelledTail {
-        Value(Expr),
-        Body(Body),
-    }
-    let labelled_tail = ident()
-        .then(choice((
+        let compare_op = select_ref! {
+            Token::EqEq => CompareOp::Eq,
+            Token::NotEq => CompareOp::Ne,
+            Token::Lt => CompareOp::Lt,
+            Token::Le => CompareOp::Le,
+            Token::Gt => CompareOp::Gt,
+            Token::Ge => CompareOp::Ge,
+        };
+
+        enum Tail {
+            Field(Option<Ident>, Expr),
+            Block(Option<Ident>, Body),
+            Bound(CompareOp, Expr),
+        }
+        enum LabelledTail {
+            Value(Expr),
+            Body(Body),
+        }
+        let labelled_tail = ident()
+            .then(choice((
+                just(Token::Assign)
+                    .ignore_then(value.clone())
+                    .map(LabelledTail::Value),
+                body.clone().map(LabelledTail::Body),
+            )))
+            .map(|(label, tail)| match tail {
+                LabelledTail::Value(v) => Tail::Field(Some(label), v),
+                LabelledTail::Body(b) => Tail::Block(Some(label), b),
+            });
+        let entry_tail = choice((
             just(Token::Assign)
                 .ignore_then(value.clone())
-                .map(LabelledTail::Value),
-            body.clone().map(LabelledTail::Body),
-        )))
-        .map(|(label, tail)| match tail {
-            LabelledTail::Value(v) => Tail::Field(Some(label), v),
-            LabelledTail::Body(b) => Tail::Block(Some(label), b),
-        });
-    let entry_tail = choice((
-        just(Token::Assign)
-            .ignore_then(value.clone())
-            .map(|v| Tail::Field(None, v)),
-        body.clone().map(|b| Tail::Block(None, b)),
-        compare_op
-            .then(expr.clone())
-            .map(|(op, v)| Tail::Bound(op, v)),
-        labelled_tail,
-    ))
-    .labelled(label::ENTRY_TAIL);
-    let entry = g
-        .peek_if(|g, i| !g.nested_item_starts_at(i))
-        .ignore_then(ident().labelled(label::ENTRY))
-        .then(entry_tail)
-        .map_with(|(key, tail), e| Entry {
-            docs: Vec::new(),
-            kind: match tail {
-                Tail::Field(label, value) => EntryKind::Field { key, label, value },
-                Tail::Block(label, body) => EntryKind::Block { key, label, body },
-                Tail::Bound(op, value) => EntryKind::Bound { key, op, value },
-            },
-            span: e.span(),
-        })
-        .recover_with(via_parser(
-            g.skipper(Level::Block, |g, i| {
-                g.resume_entry_at(i) || g.nested_item_starts_at(i)
-            })
-            .map(|span| Entry {
-                docs: Vec::new(),
-                kind: EntryKind::Error,
-                span,
-            }),
+                .map(|v| Tail::Field(None, v)),
+            body.clone().map(|b| Tail::Block(None, b)),
+            compare_op
+                .then(expr.clone())
+                .map(|(op, v)| Tail::Bound(op, v)),
+            labelled_tail,
         ))
-        .boxed();
+        .labelled(label::ENTRY_TAIL);
+        let general_entry = g
+            .peek_if(|g, i| !g.nested_item_starts_at(i))
+            .ignore_then(ident().labelled(label::ENTRY))
+            .then(entry_tail)
+            .map_with(|(key, tail), e| Entry {
+                docs: Vec::new(),
+                kind: match tail {
+                    Tail::Field(label, value) => EntryKind::Field { key, label, value },
+                    Tail::Block(label, body) => EntryKind::Block { key, label, body },
+                    Tail::Bound(op, value) => EntryKind::Bound { key, op, value },
+                },
+                span: e.span(),
+            })
+            .recover_with(via_parser(
+                g.skipper(Level::Block, |g, i| {
+                    g.resume_entry_at(i) || g.nested_item_starts_at(i)
+                })
+                .map(|span| Entry {
+                    docs: Vec::new(),
+                    kind: EntryKind::Error,
+                    span,
+                }),
+            ))
+            .boxed();
+        let entry = g.simple_field().or(general_entry).boxed();
 
-    let separators = select_ref! { Token::Semi => (), Token::Comma => () }.repeated();
-    // A block that meets an item keyword or the end of the file is closed there.
-    let close_brace = just(Token::RBrace).ignored().recover_with(via_parser(
-        g.peek_if(|g, i| g.tok(i).is_none() || g.nested_item_starts_at(i)),
-    ));
-    body.define(
+        let separators = select_ref! { Token::Semi => (), Token::Comma => () }.repeated();
+        // A block that meets an item keyword or the end of the file is closed there.
+        let close_brace = just(Token::RBrace).ignored().recover_with(via_parser(
+            g.peek_if(|g, i| g.tok(i).is_none() || g.nested_item_starts_at(i)),
+        ));
         just(Token::LBrace)
             .ignore_then(separators)
             .ignore_then(entry.then_ignore(separators).repeated().collect::<Vec<_>>())
@@ -767,8 +976,29 @@ fn file_parser<'tok, 'src: 'tok>(
                 span: e.span(),
             })
             .labelled(label::BODY)
-            .as_context(),
-    );
+            .as_context()
+    })
+}
+
+/// The whole grammar. Returns the items of the file.
+fn file_parser<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
+    g: Grammar<'tok, 'src>,
+) -> impl Parser<'tok, Tokens<'tok, 'src>, Vec<Item>, Extra<Er>> + 'tok {
+    let expr = expression(g);
+    // A condition or subject right before a body: `approval when x > limit { … }` must not
+    // read `limit { … }` as a record.
+    let Atoms {
+        common,
+        args,
+        simple,
+    } = atoms(g, expr.clone());
+    let expr_no_record = simple.or(with_operators(common, args)).boxed();
+    let body = block(g, expr.clone());
+    let separators = select_ref! { Token::Semi => (), Token::Comma => () }.repeated();
+    // A block that meets an item keyword or the end of the file is closed there.
+    let close_brace = just(Token::RBrace).ignored().recover_with(via_parser(
+        g.peek_if(|g, i| g.tok(i).is_none() || g.nested_item_starts_at(i)),
+    ));
 
     // ---- policy rules ----
     let when = just(Token::When);
@@ -889,7 +1119,7 @@ fn file_parser<'tok, 'src: 'tok>(
     let const_item = just(Token::Const)
         .ignore_then(ident().labelled(label::NAME))
         .then_ignore(just(Token::Assign))
-        .then(value)
+        .then(field_value(g, expr.clone()))
         .map(|(name, value)| {
             ItemKind::Const(ConstItem {
                 name: Some(name),
@@ -902,7 +1132,7 @@ fn file_parser<'tok, 'src: 'tok>(
         .labelled(label::NAME)
         .map(Some)
         .or(just(Token::LBrace).rewind().validate(|_, e, emitter| {
-            emitter.emit(PErr::custom(e.span(), Custom::MissingName));
+            emitter.emit(Er::custom(e.span(), Custom::MissingName));
             None
         }));
     let decl_kind = select_ref! {
@@ -955,7 +1185,7 @@ fn file_parser<'tok, 'src: 'tok>(
             span: e.span(),
         })
         .validate(|item, _, emitter| {
-            emitter.emit(PErr::custom(item.span, Custom::StrayClose));
+            emitter.emit(Er::custom(item.span, Custom::StrayClose));
             item
         });
     separators
@@ -966,4 +1196,48 @@ fn file_parser<'tok, 'src: 'tok>(
                 .collect::<Vec<_>>(),
         )
         .then_ignore(end())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parses valid `text` with the diagnostic (`Rich`) pass only.
+    fn slow_items(text: &str) -> Vec<Item> {
+        let mut tokens = super::super::lex(FileId(0), text).tokens;
+        let _ = prepass::limit_nesting(&mut tokens);
+        let delimiters = Delimiters::compute(&tokens);
+        let grammar = Grammar {
+            text,
+            tokens: &tokens,
+            delimiters: &delimiters,
+        };
+        let eoi = Span::new(FileId(0), text.len() as u32, text.len() as u32);
+        let (items, errors) = file_parser::<PErr<'_, '_>>(grammar)
+            .parse(tokens.as_slice().split_token_span(eoi))
+            .into_output_errors();
+        assert!(errors.is_empty());
+        items.unwrap_or_default()
+    }
+
+    #[test]
+    fn fast_and_diagnostic_passes_build_the_same_tree() {
+        let texts = [
+            crate::testgen::spec(300),
+            "const p = (\"paren\")\nconst q = [(\"a\"), \"b\", \"\"]\nconst r = {\"k\": (\"v\")}"
+                .to_string(),
+            "policy p { deny \"r\" when a window w = daily 00:00..24:00 in \"UTC\" }".to_string(),
+        ];
+        for text in &texts {
+            let fast = parse_file(FileId(0), text);
+            assert!(fast.diagnostics.is_empty(), "{:?}", fast.diagnostics);
+            let mut slow_ast = SourceFileAst {
+                file: FileId(0),
+                items: slow_items(text),
+                span: fast.ast.span,
+            };
+            super::super::docs::attach(&mut slow_ast, text, &fast.comments);
+            assert_eq!(fast.ast, slow_ast);
+        }
+    }
 }

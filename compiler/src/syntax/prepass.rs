@@ -140,45 +140,66 @@ fn is_operator(tok: &Token<'_>) -> bool {
     )
 }
 
-/// Where a too-deep region starts, and why.
-struct Overflow {
-    index: usize,
+/// A too-deep region to cut: tokens `start..end`.
+struct Cut {
+    start: usize,
+    end: usize,
     kind: NestingKind,
 }
 
+/// At most this many E0190 diagnostics per file; further regions are still cut.
+const MAX_REPORTED_CUTS: usize = 16;
+
 /// Bounds the nesting of `tokens`: every region nested deeper than the limits is reported
-/// and replaced by one [`Token::Invalid`]. Returns the errors (one per region).
+/// and replaced by one [`Token::Invalid`]. Returns the errors (one per region). Linear: one
+/// pass to find the regions, one to cut them.
 pub(crate) fn limit_nesting(tokens: &mut Vec<(Token<'_>, Span)>) -> Vec<ParseError> {
-    let mut errors = Vec::new();
-    // Regions are cut one at a time, rescanning from the cut: almost always zero or one.
-    let mut from = 0;
-    while let Some(overflow) = find_overflow(tokens, from) {
-        let start = overflow.index;
-        let end = region_end(tokens, start, overflow.kind);
-        let span = tokens[start].1;
-        let covered = span.to(tokens[end - 1].1);
-        errors.push(ParseError::NestingTooDeep {
-            span,
-            kind: overflow.kind,
-        });
-        tokens.splice(start..end, std::iter::once((Token::Invalid, covered)));
-        from = start + 1;
-        if errors.len() > 64 {
-            // Pathological input: one report per region is plenty, stop cutting finely.
-            break;
+    let cuts = find_cuts(tokens);
+    if cuts.is_empty() {
+        return Vec::new();
+    }
+    let errors = cuts
+        .iter()
+        .take(MAX_REPORTED_CUTS)
+        .map(|c| ParseError::NestingTooDeep {
+            span: tokens[c.start].1,
+            kind: c.kind,
+        })
+        .collect();
+    let old = std::mem::take(tokens);
+    let mut cuts = cuts.into_iter().peekable();
+    let mut covered: Option<(Span, usize)> = None;
+    for (i, (tok, span)) in old.into_iter().enumerate() {
+        if let Some((cover, end)) = covered {
+            if i < end {
+                covered = Some((cover.to(span), end));
+                continue;
+            }
+            tokens.push((Token::Invalid, cover));
+            covered = None;
         }
+        if cuts.peek().is_some_and(|c| c.start == i) {
+            let end = cuts.next().map_or(i + 1, |c| c.end);
+            covered = Some((span, end));
+            continue;
+        }
+        tokens.push((tok, span));
+    }
+    if let Some((cover, _)) = covered {
+        tokens.push((Token::Invalid, cover));
     }
     errors
 }
 
-/// Finds the first token at or after `from` where nesting exceeds a limit. Scans from the
-/// start of the file (depth must be known) but only reports at or after `from`.
-fn find_overflow(tokens: &[(Token<'_>, Span)], from: usize) -> Option<Overflow> {
+/// The regions where nesting exceeds a limit, in order, not overlapping.
+fn find_cuts(tokens: &[(Token<'_>, Span)]) -> Vec<Cut> {
+    let mut cuts = Vec::new();
     // Operators counted per bracket level; `ops_total` is their sum over open levels.
     let mut level_ops: Vec<usize> = vec![0];
     let mut ops_total = 0usize;
     let mut prev: Option<&Token<'_>> = None;
-    for (i, (tok, _)) in tokens.iter().enumerate() {
+    let mut i = 0;
+    while let Some((tok, _)) = tokens.get(i) {
         let after_operand = prev.is_some_and(ends_operand);
         let current = level_ops.len() - 1;
         if after_operand && starts_operand(tok) {
@@ -192,13 +213,20 @@ fn find_overflow(tokens: &[(Token<'_>, Span)], from: usize) -> Option<Overflow> 
                 level_ops[current] += 1;
                 ops_total += 1;
             }
-            level_ops.push(0);
-            if level_ops.len() - 1 > MAX_NESTING && i >= from {
-                return Some(Overflow {
-                    index: i,
+            if level_ops.len() > MAX_NESTING {
+                // The whole group goes (it is balanced, or runs to the end): depth and
+                // operator counts are as before it.
+                let end = region_end(tokens, i, NestingKind::Delimiters);
+                cuts.push(Cut {
+                    start: i,
+                    end,
                     kind: NestingKind::Delimiters,
                 });
+                prev = Some(&Token::Invalid);
+                i = end;
+                continue;
             }
+            level_ops.push(0);
         } else if closer(tok).is_some() {
             if level_ops.len() > 1 {
                 let inner = level_ops.pop().unwrap_or(0);
@@ -211,18 +239,25 @@ fn find_overflow(tokens: &[(Token<'_>, Span)], from: usize) -> Option<Overflow> 
             ops_total -= level_ops[current];
             level_ops[current] = 0;
         } else if is_operator(tok) {
-            level_ops[current] += 1;
-            ops_total += 1;
-            if ops_total + level_ops.len() > MAX_EXPR_DEPTH && i >= from {
-                return Some(Overflow {
-                    index: i,
+            if ops_total + 1 + level_ops.len() > MAX_EXPR_DEPTH {
+                // The rest of the expression goes; it ends where a new one starts.
+                let end = region_end(tokens, i, NestingKind::Operators);
+                cuts.push(Cut {
+                    start: i,
+                    end,
                     kind: NestingKind::Operators,
                 });
+                prev = Some(&Token::Invalid);
+                i = end;
+                continue;
             }
+            level_ops[current] += 1;
+            ops_total += 1;
         }
         prev = Some(tok);
+        i += 1;
     }
-    None
+    cuts
 }
 
 /// The end (exclusive) of the region to cut, starting at `start`.
@@ -269,6 +304,19 @@ mod tests {
         assert_eq!(errs.len(), 1);
         assert_eq!(toks.len(), 2 + MAX_NESTING + 1);
         assert_eq!(toks.last().map(|t| &t.0), Some(&Token::Invalid));
+    }
+
+    #[test]
+    fn many_deep_regions_are_all_cut_in_linear_time() {
+        let one = format!("const a = {}1{}\n", "[".repeat(70), "]".repeat(70));
+        let src = one.repeat(5_000);
+        let mut toks = lex(FileId(0), &src).tokens;
+        let errs = limit_nesting(&mut toks);
+        assert_eq!(errs.len(), MAX_REPORTED_CUTS);
+        let invalid = toks.iter().filter(|(t, _)| *t == Token::Invalid).count();
+        assert_eq!(invalid, 5_000);
+        // What remains nests no deeper than the limit.
+        assert!(find_cuts(&toks).is_empty());
     }
 
     #[test]

@@ -1,0 +1,38 @@
+//! Front-end throughput on a generated 100,000-line specification: lexing alone, then lexing
+//! and parsing (without and with freeing the tree). Goal: lex+parse at 50 MB/s or more in
+//! release builds.
+//!
+//! Run with `cargo bench -p berth-compiler --bench frontend`.
+
+use berth_compiler::source::FileId;
+use berth_compiler::syntax::{lex, parse_file};
+use berth_compiler::testgen;
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use std::hint::black_box;
+
+fn frontend(c: &mut Criterion) {
+    let text = testgen::spec(100_000);
+    let parsed = parse_file(FileId(0), &text);
+    assert!(
+        parsed.diagnostics.is_empty(),
+        "the generated spec must be valid: {:?}",
+        parsed.diagnostics.first()
+    );
+
+    let mut group = c.benchmark_group("frontend_100k_lines");
+    group.throughput(Throughput::Bytes(text.len() as u64));
+    group.sample_size(20);
+    group.bench_function("lex", |b| b.iter(|| lex(FileId(0), black_box(&text))));
+    // The tree is what the next stage works on: freeing it is not part of parsing, so its
+    // drop is kept out of the measurement (`lex_parse_drop` includes it).
+    group.bench_function("lex_parse", |b| {
+        b.iter_with_large_drop(|| parse_file(FileId(0), black_box(&text)))
+    });
+    group.bench_function("lex_parse_drop", |b| {
+        b.iter(|| parse_file(FileId(0), black_box(&text)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, frontend);
+criterion_main!(benches);

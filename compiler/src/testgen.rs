@@ -1,0 +1,202 @@
+//! Generators of large, realistic specifications for benchmarks and stress tests.
+//!
+//! Pure and deterministic: the same arguments always give the same text. Not part of the
+//! compiler's API (hidden from the docs); benches of later stages (`berth check`) reuse it.
+
+use std::fmt::Write;
+
+/// A small deterministic pseudo-random sequence (SplitMix64): no dependency, no seed from the
+/// environment.
+struct Mix(u64);
+
+impl Mix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len() as u64) as usize]
+    }
+}
+
+const ACCELERATORS: &[&str] = &["L4", "L40S", "H100", "H200", "A100", "T4", "JetsonOrinNano"];
+const CLASSES: &[&str] = &["factory", "datacenter", "cloud", "branch", "edge"];
+const CONNECTIVITY: &[&str] = &["disconnected", "intermittent", "connected"];
+const KINDS: &[&str] = &["service", "batch", "notebook", "training"];
+const WORKLOAD_CLASSES: &[&str] = &["production", "experiment", "staging"];
+const REGIONS: &[&str] = &["eu-west", "eu-central", "us-east", "ap-south"];
+
+/// A specification of about `lines` lines: a header of imports, then rounds of models,
+/// workloads, targets, placements and, now and then, a policy, in the style of
+/// `docs/language.md`. Comments and doc comments included.
+pub fn spec(lines: usize) -> String {
+    let mut out = String::with_capacity(lines * 36);
+    let mut mix = Mix(0x5EED_BE27);
+    out.push_str(
+        "/// Generated specification.\n\
+         use std.gpu.{L4, L40S, H100, H200, A100, T4, JetsonOrinNano}\n\
+         use std.services.{object_store, model_cache, online_prediction}\n\n",
+    );
+    let mut line_count = out.bytes().filter(|&b| b == b'\n').count();
+    let mut round = 0usize;
+    while line_count < lines {
+        let before = out.len();
+        emit_round(&mut out, &mut mix, round);
+        line_count += out[before..].bytes().filter(|&b| b == b'\n').count();
+        round += 1;
+    }
+    out
+}
+
+fn emit_round(out: &mut String, mix: &mut Mix, round: usize) {
+    let n = round;
+    let acc = mix.pick(ACCELERATORS);
+    let acc2 = mix.pick(ACCELERATORS);
+    let _ = write!(
+        out,
+        "/// Model {n}.\n\
+         model model_{n} {{\n\
+         \x20 version = \"{}.{}.{}\"\n\
+         \x20 variant fp16 {{\n\
+         \x20   format     = onnx\n\
+         \x20   gpu_memory = {}GiB\n\
+         \x20   artifact   = \"oci://models.example.com/model-{n}:fp16\"\n\
+         \x20   digest     = \"sha256:{:016x}\"\n\
+         \x20 }}\n\
+         \x20 variant int8 {{\n\
+         \x20   format       = tensorrt\n\
+         \x20   gpu_memory   = {}GiB\n\
+         \x20   accelerators = [{acc}, {acc2}]\n\
+         \x20   artifact     = \"oci://models.example.com/model-{n}:int8\"\n\
+         \x20 }}\n\
+         }}\n\n",
+        mix.below(5),
+        mix.below(20),
+        mix.below(10),
+        4 + mix.below(40),
+        mix.next(),
+        2 + mix.below(12),
+    );
+    let kind = mix.pick(KINDS);
+    let class = mix.pick(WORKLOAD_CLASSES);
+    let conn = mix.pick(CONNECTIVITY);
+    let env1 = mix.pick(CLASSES);
+    let env2 = mix.pick(CLASSES);
+    let _ = write!(
+        out,
+        "workload workload_{n} {{\n\
+         \x20 release  = \"1.{}.{}\"\n\
+         \x20 image    = \"registry.example.com/workload-{n}:1.0\"\n\
+         \x20 kind     = {kind}\n\
+         \x20 class    = {class}\n\
+         \x20 identity = service_account(\"team-{}\")\n\
+         \x20 replicas = {}\n\
+         \x20 model    = model_{n}              // any variant that fits\n\
+         \x20 resources {{ cpu = {}  memory = {}GiB  gpu = {} }}\n\
+         \x20 data images_{n} {{\n\
+         \x20   dataset        = \"dataset-{n}\"\n\
+         \x20   access         = read\n\
+         \x20   max_latency    = {}ms\n\
+         \x20   classification = confidential\n\
+         \x20 }}\n\
+         \x20 services     = [object_store >= ga, model_cache >= preview]\n\
+         \x20 connectivity = {conn}\n\
+         \x20 environments = [{env1}, {env2}]\n\
+         \x20 telemetry {{ buffer = {}h }}\n\
+         }}\n\n",
+        mix.below(10),
+        mix.below(10),
+        mix.below(50),
+        1 + mix.below(8),
+        1 + mix.below(32),
+        1 + mix.below(128),
+        mix.below(4),
+        5 + mix.below(100),
+        1 + mix.below(48),
+    );
+    let tclass = mix.pick(CLASSES);
+    let region = mix.pick(REGIONS);
+    let tconn = mix.pick(CONNECTIVITY);
+    let pacc = mix.pick(ACCELERATORS);
+    let _ = write!(
+        out,
+        "target target_{n} {{\n\
+         \x20 class        = {tclass}\n\
+         \x20 runtime      = kubernetes {{ context = \"site-{n}\"  namespace = \"vision\" }}\n\
+         \x20 region       = \"{region}\"\n\
+         \x20 jurisdiction = \"FR\"\n\
+         \x20 connectivity = intermittent {{ wan_latency = {}ms }}\n\
+         \x20 cpu    = {}\n\
+         \x20 memory = {}GiB\n\
+         \x20 pool gpus {{\n\
+         \x20   accelerator = {pacc}\n\
+         \x20   count       = {}\n\
+         \x20   node_labels = {{ \"nvidia.com/gpu.product\": \"NVIDIA-{pacc}\" }}\n\
+         \x20 }}\n\
+         \x20 data images_{n} = local {{ endpoint = \"s3://minio.site-{n}.local/images\"  latency = {}ms }}\n\
+         \x20 services = {{ object_store: ga, model_cache: ga }}\n\
+         \x20 cost     = {{ gpu_hour: {}.{:02} }}\n\
+         \x20 // reachable as {tconn}\n\
+         }}\n\n",
+        10 + mix.below(90),
+        16 * (1 + mix.below(32)),
+        64 * (1 + mix.below(16)),
+        1 + mix.below(16),
+        1 + mix.below(9),
+        mix.below(5),
+        mix.below(100),
+    );
+    let _ = write!(
+        out,
+        "placement workload_{n} {{\n\
+         \x20 targets  = [target_{n}, target_{}]\n\
+         \x20 spread   = per_target({})\n\
+         \x20 prefer   = [lowest(data_latency), lowest(cost)]\n\
+         \x20 fallback = [target_{n}]\n\
+         }}\n\n",
+        n / 2,
+        1 + mix.below(3),
+    );
+    if n.is_multiple_of(10) {
+        let _ = write!(
+            out,
+            "policy governance_{n} {{\n\
+             \x20 deny \"confidential data stays on premises\"\n\
+             \x20   when workload.data.any(d -> d.classification == confidential) and target.class == cloud\n\
+             \x20 entitle service_account(\"team-{n}\") {{ gpu <= {}  accelerators = [L4, H100]\n\
+             \x20                                    environments = [factory, cloud] }}\n\
+             \x20 quota team(\"team-{n}\") {{ gpu <= {} }}\n\
+             \x20 window peak = weekdays 08:00..18:00 in \"Europe/Paris\"\n\
+             \x20 limit class experiment during peak {{ gpu <= {} }}\n\
+             \x20 approval when cost_per_day > {} {{ approvers = [\"platform-leads\"] }}\n\
+             \x20 reclaim kind notebook when gpu_idle > {}m\n\
+             }}\n\n",
+            4 + mix.below(28),
+            2 + mix.below(14),
+            1 + mix.below(8),
+            100 + mix.below(900),
+            10 + mix.below(50),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deterministic_and_sized() {
+        let a = spec(2_000);
+        assert_eq!(a, spec(2_000));
+        let lines = a.lines().count();
+        assert!((2_000..2_100).contains(&lines), "{lines} lines");
+    }
+}
