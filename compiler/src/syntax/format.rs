@@ -18,9 +18,9 @@
 //!   diffs and blame get noisy.
 //! - Lists, maps, records (`local { … }`) and call arguments stay on one line when they fit
 //!   and hold no comment: `[a, b]`, `{ k: v }`, `kubernetes { context = "x", namespace = "y" }`,
-//!   `f(a, b)`. Otherwise one element per line; lists and maps then end every element with a
-//!   comma (adding one is a one-line diff), records use no separator, arguments and import
-//!   groups put commas between elements only.
+//!   `f(a, b)`. Otherwise one element per line; list, map, argument and import-group
+//!   elements then each end with a comma (adding one is a one-line diff), record entries have
+//!   no separator (like block entries).
 //! - Numbers and quantities are printed as written (`1_000`, `0.90`, `16GiB`); clock times as
 //!   `HH:MM`. Strings are re-escaped canonically: `\"`, `\\`, `\n`, `\t`, `\r`, and `\u{…}` for
 //!   other control characters and invisible direction marks; everything else is printed as

@@ -24,7 +24,9 @@ enum Level {
 
 fn level(e: &Expr) -> Level {
     match &e.kind {
-        ExprKind::Lambda { .. } => Level::Lambda,
+        // A record as an operand would read as `operand { body }` in a rule header
+        // (`approval when x > r { … }`), so it is parenthesized like the loosest expression.
+        ExprKind::Lambda { .. } | ExprKind::Record { .. } => Level::Lambda,
         ExprKind::Binary { op, .. } => binary_level(*op),
         ExprKind::Unary {
             op: UnaryOp::Not, ..
@@ -65,7 +67,11 @@ impl<'a> Printer<'a> {
             ExprKind::Clock(c) => text(c.to_string()),
             ExprKind::Name(i) => self.name(i),
             ExprKind::Member { base, field } => self
-                .operand(base, level(base) < Level::Postfix)
+                // `1.x` would lex as a malformed number.
+                .operand(
+                    base,
+                    level(base) < Level::Postfix || matches!(base.kind, ExprKind::Int(_)),
+                )
                 .append(".")
                 .append(self.name(field)),
             ExprKind::Call { callee, args } => self
@@ -85,7 +91,7 @@ impl<'a> Printer<'a> {
                     operand,
                     matches!(
                         operand.kind,
-                        ExprKind::Binary { .. } | ExprKind::Lambda { .. }
+                        ExprKind::Binary { .. } | ExprKind::Lambda { .. } | ExprKind::Record { .. }
                     ),
                 )),
                 UnaryOp::Neg => {
@@ -141,6 +147,14 @@ impl<'a> Printer<'a> {
             doc = doc.append(concat(tail));
         }
         doc
+    }
+
+    /// An expression right before a rule's body or keyword (`entitle SUBJECT { … }`,
+    /// `approval when CONDITION { … }`), where the parser reads no record: a record or a
+    /// lambda (whose body would swallow the rule's `{ … }`) is parenthesized.
+    pub(super) fn expr_before_body(&mut self, e: &'a Expr) -> Doc<'a> {
+        let parens = matches!(e.kind, ExprKind::Record { .. } | ExprKind::Lambda { .. });
+        self.operand(e, parens)
     }
 
     fn operand(&mut self, e: &'a Expr, parens: bool) -> Doc<'a> {

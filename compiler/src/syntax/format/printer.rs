@@ -35,9 +35,8 @@ pub(super) struct SeqStyle {
 enum Commas {
     /// Blocks and records: entries need no separator on their own lines.
     None,
-    /// Arguments and import groups: between elements only.
-    Between,
-    /// Lists and maps: after every element, so that adding one is a one-line diff.
+    /// Lists, maps, arguments, import groups: after every element, so that adding one is a
+    /// one-line diff.
     Trailing,
 }
 
@@ -68,7 +67,6 @@ pub(super) const MAP: SeqStyle = SeqStyle {
 pub(super) const ARGS: SeqStyle = SeqStyle {
     open: "(",
     close: ")",
-    broken_commas: Commas::Between,
     ..LIST
 };
 const IMPORTS: SeqStyle = SeqStyle {
@@ -328,11 +326,11 @@ impl<'a> Printer<'a> {
                     .group()
             }
             RuleKind::Entitle { subject, body } => text("entitle ")
-                .append(self.expr(subject))
+                .append(self.expr_before_body(subject))
                 .append(" ")
                 .append(self.body(body)),
             RuleKind::Quota { subject, body } => text("quota ")
-                .append(self.expr(subject))
+                .append(self.expr_before_body(subject))
                 .append(" ")
                 .append(self.body(body)),
             RuleKind::Window {
@@ -344,7 +342,7 @@ impl<'a> Printer<'a> {
             } => text("window ")
                 .append(self.name(name))
                 .append(" = ")
-                .append(self.expr(days))
+                .append(self.expr_before_body(days))
                 .append(" ")
                 .append(self.inline_comments(start.span.start))
                 .append(text(start.value.to_string()))
@@ -361,13 +359,13 @@ impl<'a> Printer<'a> {
             } => text("limit ")
                 .append(self.name(selector))
                 .append(" ")
-                .append(self.expr(value))
+                .append(self.expr_before_body(value))
                 .append(" during ")
                 .append(self.name(window))
                 .append(" ")
                 .append(self.body(body)),
             RuleKind::Approval { condition, body } => text("approval when ")
-                .append(self.expr(condition))
+                .append(self.expr_before_body(condition))
                 .append(" ")
                 .append(self.body(body)),
             RuleKind::Reclaim {
@@ -377,7 +375,7 @@ impl<'a> Printer<'a> {
             } => text("reclaim ")
                 .append(self.name(selector))
                 .append(" ")
-                .append(self.expr(value))
+                .append(self.expr_before_body(value))
                 .append(" when ")
                 .append(self.expr(condition)),
             RuleKind::Error => self.verbatim(rule.span),
@@ -401,16 +399,21 @@ impl<'a> Printer<'a> {
             return text(style.open).append(style.close);
         }
         if !style.always_broken && !has_comments {
+            // Records need no comma once broken over lines; the others keep theirs.
+            let comma = match style.broken_commas {
+                Commas::None => nil().flat_alt(text(",")),
+                Commas::Trailing => text(","),
+            };
             let mut docs = Vec::with_capacity(elements.len() * 2);
             for (i, element) in elements.iter().enumerate() {
                 if i > 0 {
-                    docs.push(text(",").append(line()));
+                    docs.push(comma.clone().append(line()));
                 }
                 docs.push(print(self, element));
             }
             let trailing = match style.broken_commas {
                 Commas::Trailing => when_broken(","),
-                Commas::None | Commas::Between => nil(),
+                Commas::None => nil(),
             };
             let edge = if style.padded { line() } else { softline() };
             return text(style.open)
@@ -424,20 +427,18 @@ impl<'a> Printer<'a> {
                 .append(style.close)
                 .group();
         }
+        let first_start = elements
+            .first()
+            .map_or(close, |e| self.trivia.real_start(span(e)));
+        let (open, mut prev_end) = self.after_open(style.open, first_start);
         let mut lines = Lines::new();
-        let mut prev_end = 0;
-        for (i, element) in elements.iter().enumerate() {
+        for element in elements {
             let element_span = span(element);
             let start = self.trivia.real_start(element_span);
             self.leading(&mut lines, start, &mut prev_end);
             let blank = self.trivia.blank_line_between(prev_end, start);
             let mut doc = print(self, element);
-            let comma = match style.broken_commas {
-                Commas::None => false,
-                Commas::Between => i + 1 < elements.len(),
-                Commas::Trailing => true,
-            };
-            if comma {
+            if style.broken_commas == Commas::Trailing {
                 doc = doc.append(",");
             }
             let (doc, end) = self.trailing(doc, element_span.end, close);
@@ -445,10 +446,36 @@ impl<'a> Printer<'a> {
             prev_end = end;
         }
         self.leading(&mut lines, close, &mut prev_end);
-        text(style.open)
-            .append(hardline().append(lines.into_doc()).nest(INDENT))
+        if lines.is_empty() {
+            // Only comments that trail the opening delimiter.
+            return open.append(hardline()).append(style.close);
+        }
+        open.append(hardline().append(lines.into_doc()).nest(INDENT))
             .append(hardline())
             .append(style.close)
+    }
+
+    /// The opening delimiter of a broken sequence, with the comments that follow it on its
+    /// source line (`model m { // why`). Returns the doc and where the last comment ends.
+    fn after_open(&mut self, open: &'static str, first_element: u32) -> (Doc<'a>, u32) {
+        let mut doc = text(open);
+        let mut end = None;
+        while let Some(c) = self.trivia.peek_before(first_element) {
+            let trails = match end {
+                None => self.trivia.follows(c.span.start, open),
+                Some(end) => self.trivia.same_line(end, c.span.start),
+            };
+            if !trails {
+                break;
+            }
+            self.trivia.take_before(first_element);
+            doc = doc.append(" ").append(text(self.trivia.comment_text(c)));
+            end = Some(c.span.end);
+            if c.kind != CommentKind::Block {
+                break;
+            }
+        }
+        (doc, end.unwrap_or(0))
     }
 
     /// Comments before `before`, each on its own line; a blank line above one is kept.

@@ -98,9 +98,13 @@ impl<'a> Trivia<'a> {
         (pos as u32).min(span.end.max(span.start))
     }
 
-    /// Whether the text between `a` and `b` holds an empty line.
+    /// Whether the text between `a` and `b` holds an empty line (only whitespace between two
+    /// line breaks; a line holding a token, say a lone `{`, is not empty).
     pub(super) fn blank_line_between(&self, a: u32, b: u32) -> bool {
-        self.gap(a, b).matches('\n').count() >= 2
+        self.gap(a, b)
+            .split_inclusive('\n')
+            .skip(1)
+            .any(|line| line.ends_with('\n') && line.trim_matches(WHITESPACE).is_empty())
     }
 
     /// Whether the text between `a` and `b` is on one line and holds nothing but spaces and
@@ -111,6 +115,13 @@ impl<'a> Trivia<'a> {
                 .gap(a, b)
                 .chars()
                 .all(|c| matches!(c, ' ' | '\t' | '\u{c}' | '\r' | ',' | ';'))
+    }
+
+    /// Whether `token` ends just before `pos`, on the same line (spaces and tabs between).
+    pub(super) fn follows(&self, pos: u32, token: &str) -> bool {
+        self.text
+            .get(..pos as usize)
+            .is_some_and(|before| before.trim_end_matches([' ', '\t']).ends_with(token))
     }
 
     fn gap(&self, a: u32, b: u32) -> &'a str {
