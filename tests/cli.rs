@@ -1,1 +1,292 @@
+//! End-to-end tests of the `berth` binary: real processes in temporary directories, checking
+//! exit codes (0 clean, 1 errors, 2 usage or environment), where output goes and its shape.
 
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// A clean source under the language sketch (and with no lexical errors).
+const CLEAN: &str = "workload web {\n  replicas = 2\n}\n";
+/// A source with one lexical error: `$` starts no token (E0001), on line 2, column 16.
+const LEX_ERROR: &str = "workload web {\n  replicas = 2 $\n}\n";
+
+/// Runs `berth ARGS` in `dir`, with no `NO_COLOR` inherited and stdout/stderr piped.
+fn berth(dir: &Path, args: &[&str]) -> Output {
+    berth_with(dir, args, |_| {})
+}
+
+fn berth_with(dir: &Path, args: &[&str], configure: impl FnOnce(&mut Command)) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_berth"));
+    command.args(args).current_dir(dir).env_remove("NO_COLOR");
+    configure(&mut command);
+    command.output().expect("the berth binary runs")
+}
+
+fn code(output: &Output) -> i32 {
+    output
+        .status
+        .code()
+        .expect("berth exits normally, not by a signal")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).expect("stdout is UTF-8")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).expect("stderr is UTF-8")
+}
+
+fn temp_with(files: &[(&str, &[u8])]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (name, bytes) in files {
+        let path = dir.path().join(name);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).expect("create dirs");
+        }
+        fs::write(path, bytes).expect("write file");
+    }
+    dir
+}
+
+#[test]
+fn clean_file_exits_zero() {
+    let dir = temp_with(&[("web.berth", CLEAN.as_bytes())]);
+    let out = berth(dir.path(), &["check", "web.berth"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).is_empty());
+    assert_eq!(stderr(&out), "no errors in 1 file\n");
+}
+
+#[test]
+fn lexical_errors_exit_one_with_code_and_location() {
+    let dir = temp_with(&[("web.berth", LEX_ERROR.as_bytes())]);
+    let out = berth(dir.path(), &["check", "web.berth"]);
+    assert_eq!(code(&out), 1);
+    let err = stderr(&out);
+    assert!(
+        err.contains("[E0001] Error: unexpected character `$`"),
+        "{err}"
+    );
+    assert!(err.contains("web.berth:2:16"), "{err}");
+    assert!(err.ends_with("1 error in 1 file\n"), "{err}");
+    assert!(stdout(&out).is_empty(), "human diagnostics go to stderr");
+}
+
+#[test]
+fn json_output_is_one_document_with_positions() {
+    let dir = temp_with(&[
+        ("a.berth", CLEAN.as_bytes()),
+        ("web.berth", LEX_ERROR.as_bytes()),
+    ]);
+    let out = berth(dir.path(), &["--output", "json", "check", "."]);
+    assert_eq!(code(&out), 1);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("stdout is JSON");
+    assert_eq!(doc["files"], 2);
+    assert_eq!(doc["errors"], 1);
+    assert_eq!(doc["warnings"], 0);
+    let diag = &doc["diagnostics"][0];
+    assert_eq!(diag["code"], "E0001");
+    assert_eq!(diag["severity"], "error");
+    assert!(
+        diag["file"]
+            .as_str()
+            .is_some_and(|f| f.ends_with("web.berth"))
+    );
+    assert_eq!(diag["start"]["line"], 2);
+    assert_eq!(diag["start"]["column"], 16);
+    assert_eq!(diag["start"]["offset"], 30);
+    assert_eq!(diag["labels"][0]["line"], 2);
+    assert!(stderr(&out).is_empty(), "JSON mode prints no human text");
+}
+
+#[test]
+fn global_options_may_follow_the_subcommand() {
+    let dir = temp_with(&[("web.berth", CLEAN.as_bytes())]);
+    let out = berth(dir.path(), &["check", "web.berth", "--output", "json"]);
+    assert_eq!(code(&out), 0);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("stdout is JSON");
+    assert_eq!(doc["files"], 1);
+}
+
+#[test]
+fn missing_path_exits_two_and_names_it() {
+    let dir = temp_with(&[]);
+    let out = berth(dir.path(), &["check", "nowhere.berth"]);
+    assert_eq!(code(&out), 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("error: `nowhere.berth` does not exist"),
+        "{err}"
+    );
+    assert!(err.contains("help: "), "{err}");
+}
+
+#[test]
+fn non_utf8_file_exits_two_with_offset() {
+    let dir = temp_with(&[("bad.berth", b"workload web {\n  image = \"\xff\"\n}\n")]);
+    let out = berth(dir.path(), &["check", "bad.berth"]);
+    assert_eq!(code(&out), 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("`bad.berth` is not valid UTF-8: invalid byte at offset 26 (line 2)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn oversized_file_exits_two_without_reading_it() {
+    let dir = temp_with(&[]);
+    let path = dir.path().join("huge.berth");
+    let file = fs::File::create(&path).expect("create");
+    // Sparse: costs no disk, and berth refuses it from its size alone.
+    let limit = berth_compiler::syntax::limits::MAX_FILE_BYTES as u64;
+    file.set_len(limit + 1).expect("set length");
+    let out = berth(dir.path(), &["check", "huge.berth"]);
+    assert_eq!(code(&out), 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("`huge.berth` is larger than the 16 MiB limit"),
+        "{err}"
+    );
+    assert!(err.contains("split the specification"), "{err}");
+}
+
+#[test]
+fn directories_are_searched_for_berth_files_only() {
+    let dir = temp_with(&[
+        ("specs/a.berth", CLEAN.as_bytes()),
+        ("specs/nested/deeper/b.berth", LEX_ERROR.as_bytes()),
+        ("specs/notes.txt", b"not berth $"),
+        ("specs/.git/c.berth", LEX_ERROR.as_bytes()),
+        ("specs/.cache/d.berth", LEX_ERROR.as_bytes()),
+    ]);
+    let out = berth(dir.path(), &["--output", "json", "check", "specs"]);
+    assert_eq!(code(&out), 1);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("stdout is JSON");
+    assert_eq!(doc["files"], 2);
+    assert_eq!(doc["errors"], 1);
+    let file = doc["diagnostics"][0]["file"].as_str().expect("a file name");
+    assert!(
+        Path::new(file).ends_with("specs/nested/deeper/b.berth"),
+        "{file}"
+    );
+}
+
+#[test]
+fn directory_without_sources_exits_two() {
+    let dir = temp_with(&[("specs/readme.txt", b"hello")]);
+    let out = berth(dir.path(), &["check", "specs"]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("no `.berth` files found in `specs`"));
+}
+
+#[test]
+fn output_is_deterministic_whatever_the_argument_order() {
+    let dir = temp_with(&[
+        ("a.berth", LEX_ERROR.as_bytes()),
+        ("b.berth", LEX_ERROR.as_bytes()),
+    ]);
+    let one = berth(
+        dir.path(),
+        &["--output", "json", "check", "a.berth", "b.berth"],
+    );
+    let two = berth(
+        dir.path(),
+        &["--output", "json", "check", "b.berth", "a.berth"],
+    );
+    assert_eq!(stdout(&one), stdout(&two));
+}
+
+#[test]
+fn a_file_named_twice_is_checked_once() {
+    let dir = temp_with(&[("a.berth", LEX_ERROR.as_bytes())]);
+    let out = berth(
+        dir.path(),
+        &["--output", "json", "check", "a.berth", ".", "./a.berth"],
+    );
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("stdout is JSON");
+    assert_eq!(doc["files"], 1);
+    assert_eq!(doc["errors"], 1);
+}
+
+#[test]
+fn no_colour_when_piped_or_no_color_is_set() {
+    let dir = temp_with(&[("web.berth", LEX_ERROR.as_bytes())]);
+    // stderr is a pipe here, so `auto` means no colour.
+    let piped = berth(dir.path(), &["check", "web.berth"]);
+    assert!(!stderr(&piped).contains('\x1b'));
+    let no_color = berth_with(
+        dir.path(),
+        &["--color", "auto", "check", "web.berth"],
+        |c| {
+            c.env("NO_COLOR", "1");
+        },
+    );
+    assert!(!stderr(&no_color).contains('\x1b'));
+    // And the check above can fail: forced colour does produce escapes.
+    let forced = berth(dir.path(), &["--color", "always", "check", "web.berth"]);
+    assert!(stderr(&forced).contains("\x1b["));
+}
+
+#[test]
+fn usage_errors_exit_two_and_help_exits_zero() {
+    let dir = temp_with(&[]);
+    for args in [
+        &[][..],
+        &["check"],
+        &["frobnicate"],
+        &["check", "--output", "xml", "x.berth"],
+        &["--color", "sometimes", "check", "x.berth"],
+    ] {
+        let out = berth(dir.path(), args);
+        assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
+        assert!(!stderr(&out).is_empty(), "{args:?} explains itself");
+    }
+    let help = berth(dir.path(), &["--help"]);
+    assert_eq!(code(&help), 0);
+    assert!(stdout(&help).contains("Usage: berth"));
+    let version = berth(dir.path(), &["--version"]);
+    assert_eq!(code(&version), 0);
+    assert!(stdout(&version).starts_with("berth "));
+}
+
+#[test]
+fn fmt_never_touches_a_file_with_errors() {
+    let dir = temp_with(&[("web.berth", LEX_ERROR.as_bytes())]);
+    for args in [&["fmt", "web.berth"][..], &["fmt", "--check", "web.berth"]] {
+        let out = berth(dir.path(), args);
+        // 1 (errors shown) with a formatter, 2 (no formatter in this build) without.
+        assert_ne!(code(&out), 0, "{args:?}");
+        let text = fs::read(dir.path().join("web.berth")).expect("read");
+        assert_eq!(text, LEX_ERROR.as_bytes());
+    }
+}
+
+#[test]
+#[ignore = "the formatter is not connected yet: runtime/src/fmt.rs FORMATTER is None"]
+fn fmt_rewrites_and_check_lists_changed_files() {
+    const MESSY: &str = "workload   web   {\n     replicas   =   2\n}\n";
+    let dir = temp_with(&[("web.berth", MESSY.as_bytes())]);
+    let check = berth(dir.path(), &["fmt", "--check", "web.berth"]);
+    assert_eq!(code(&check), 1, "{}", stderr(&check));
+    assert_eq!(stdout(&check), "web.berth\n");
+    assert_eq!(
+        fs::read_to_string(dir.path().join("web.berth")).expect("read"),
+        MESSY
+    );
+
+    let write = berth(dir.path(), &["fmt", "web.berth"]);
+    assert_eq!(code(&write), 0, "{}", stderr(&write));
+    let formatted = fs::read_to_string(dir.path().join("web.berth")).expect("read");
+    assert_ne!(formatted, MESSY);
+
+    let again = berth(dir.path(), &["fmt", "--check", "web.berth"]);
+    assert_eq!(
+        code(&again),
+        0,
+        "formatting is idempotent: {}",
+        stdout(&again)
+    );
+    assert!(stdout(&again).is_empty());
+}

@@ -4,5 +4,10 @@
 //! crate reads files and calls into here (see ARCHITECTURE.md).
 
 pub mod diagnostics;
+pub mod driver;
+pub mod ir;
+pub mod plan;
 pub mod source;
 pub mod syntax;
+
+pub use driver::{CheckOutput, check};

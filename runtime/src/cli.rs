@@ -1,6 +1,240 @@
-//! The `berth` command line.
+//! The `berth` command line: argument parsing (clap), dispatch to commands, exit codes.
+//!
+//! Conventions (PRODUCT.md): human output by default, `--output json` for machines, no colour
+//! unless stderr is a terminal and `NO_COLOR` is unset, and exit codes
+//! 0 clean / 1 errors found / 2 usage or environment problem.
 
-/// Runs the command line and returns the process exit code.
+use crate::files::{self, FsReader, LoadError};
+use crate::fmt::{self, FmtMode};
+use crate::report::{ColorChoice, Environment, OutputFormat, Ui};
+use clap::{Parser, Subcommand};
+use std::ffi::OsString;
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+/// How a run ended; the process exit code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// Nothing to report (0).
+    Clean = 0,
+    /// The sources have errors, or `fmt --check` found files to reformat (1).
+    ErrorsFound = 1,
+    /// Bad usage, unreadable input or a failing environment: nothing was checked (2).
+    Trouble = 2,
+}
+
+impl Exit {
+    pub fn code(self) -> i32 {
+        self as i32
+    }
+}
+
+/// berth compiles workload, target and policy specifications into a verified placement plan.
+#[derive(Debug, Parser)]
+#[command(name = "berth", version, arg_required_else_help = true)]
+pub struct Cli {
+    /// Output format: diagnostics for people (stderr) or one JSON document (stdout).
+    #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Human)]
+    pub output: OutputFormat,
+    /// When to colour output: `auto` colours only a terminal, and not when NO_COLOR is set.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check sources for errors without planning.
+    Check {
+        /// `.berth` files, or directories searched recursively for them.
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+    },
+    /// Rewrite sources in the canonical layout.
+    Fmt {
+        /// Write nothing: list the files that would change and fail if there are any.
+        #[arg(long)]
+        check: bool,
+        /// `.berth` files, or directories searched recursively for them.
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+    },
+}
+
+/// Runs the command line of this process and returns its exit code.
 pub fn main() -> i32 {
-    0
+    let stdout = io::stdout();
+    let stderr = io::stderr();
+    let exit = run(
+        std::env::args_os(),
+        Environment::detect(),
+        &mut stdout.lock(),
+        &mut stderr.lock(),
+    );
+    exit.code()
+}
+
+/// Runs the command line `args` (program name first), printing to `out` and `err`.
+pub fn run(
+    args: impl IntoIterator<Item = impl Into<OsString> + Clone>,
+    env: Environment,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Exit {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => return clap_error(&e, env, out, err),
+    };
+    let mut ui = Ui {
+        out,
+        err,
+        output: cli.output,
+        color: env.use_color(cli.color),
+    };
+    // A closed stdout or stderr (`berth check . | head -1`) is an environment problem; there
+    // is nowhere left to say so.
+    dispatch(cli.command, &mut ui).unwrap_or(Exit::Trouble)
+}
+
+/// Help and version go to stdout with exit 0; usage errors to stderr with exit 2.
+fn clap_error(e: &clap::Error, env: Environment, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
+    let rendered = e.render();
+    let text = if env.use_color(ColorChoice::Auto) {
+        rendered.ansi().to_string()
+    } else {
+        rendered.to_string()
+    };
+    // Nothing useful can be done if printing the usage message itself fails.
+    let _ = if e.use_stderr() {
+        err.write_all(text.as_bytes())
+    } else {
+        out.write_all(text.as_bytes())
+    };
+    if e.exit_code() == 0 {
+        Exit::Clean
+    } else {
+        Exit::Trouble
+    }
+}
+
+fn dispatch(command: Command, ui: &mut Ui<'_>) -> io::Result<Exit> {
+    match command {
+        Command::Check { paths } => check(&paths, ui),
+        Command::Fmt { check, paths } => {
+            let mode = if check {
+                FmtMode::Check
+            } else {
+                FmtMode::Write
+            };
+            format_files(&paths, mode, ui)
+        }
+    }
+}
+
+fn check(paths: &[PathBuf], ui: &mut Ui<'_>) -> io::Result<Exit> {
+    let loaded = match files::load(paths, &FsReader) {
+        Ok(loaded) => loaded,
+        Err(errors) => return load_failed(&errors, ui),
+    };
+    let output = berth_compiler::check(&loaded.sources);
+    ui.diagnostics(&output.diagnostics, &loaded.sources, serde_json::Map::new())?;
+    ui.summary(&output.diagnostics, loaded.sources.len())?;
+    Ok(if output.has_errors() {
+        Exit::ErrorsFound
+    } else {
+        Exit::Clean
+    })
+}
+
+fn format_files(paths: &[PathBuf], mode: FmtMode, ui: &mut Ui<'_>) -> io::Result<Exit> {
+    let Some(formatter) = fmt::FORMATTER else {
+        ui.problem(
+            &"`berth fmt` is not available in this build: it has no formatter yet",
+            Some("`berth check` still reports syntax errors"),
+        )?;
+        return Ok(Exit::Trouble);
+    };
+    let loaded = match files::load(paths, &FsReader) {
+        Ok(loaded) => loaded,
+        Err(errors) => return load_failed(&errors, ui),
+    };
+    fmt::run(&loaded, mode, formatter, ui)
+}
+
+fn load_failed(errors: &[LoadError], ui: &mut Ui<'_>) -> io::Result<Exit> {
+    for error in errors {
+        ui.problem(error, Some(error.hint()))?;
+    }
+    Ok(Exit::Trouble)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAIN: Environment = Environment {
+        stderr_is_terminal: false,
+        no_color: false,
+    };
+
+    fn run_args(args: &[&str]) -> (Exit, String, String) {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let exit = run(
+            std::iter::once("berth").chain(args.iter().copied()),
+            PLAIN,
+            &mut out,
+            &mut err,
+        );
+        let text = |v: Vec<u8>| String::from_utf8(v).expect("UTF-8");
+        (exit, text(out), text(err))
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn help_and_version_exit_zero_on_stdout() {
+        let (exit, out, _) = run_args(&["--help"]);
+        assert_eq!(exit, Exit::Clean);
+        assert!(out.contains("check"), "{out}");
+        let (exit, out, _) = run_args(&["--version"]);
+        assert_eq!(exit, Exit::Clean);
+        assert!(out.starts_with("berth "), "{out}");
+    }
+
+    #[test]
+    fn usage_errors_exit_two() {
+        for args in [
+            &[][..],
+            &["check"],
+            &["frobnicate"],
+            &["check", "--output", "xml", "."],
+        ] {
+            let (exit, _, err) = run_args(args);
+            assert_eq!(exit, Exit::Trouble, "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn broken_stdout_is_trouble_not_a_panic() {
+        struct Closed;
+        impl Write for Closed {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("a.berth"), "workload a {\n}\n").expect("write");
+        let path = dir.path().to_string_lossy().into_owned();
+        let args = ["berth", "--output", "json", "check", path.as_str()];
+        let exit = run(args, PLAIN, &mut Closed, &mut Closed);
+        assert_eq!(exit, Exit::Trouble);
+    }
 }

@@ -1,0 +1,233 @@
+//! The placement plan: the compiler's final product, saved as JSON, reviewed, verified and
+//! applied later. Documented in `docs/plan-format.md`; versioned by [`PLAN_FORMAT`].
+//!
+//! Everything here is by name (not IR index) so that a saved plan can be re-checked against
+//! a freshly compiled spec (`berth verify`). Lists are in a deterministic order: workloads
+//! and targets in IR order, placements by target then pool, rejections by target.
+//!
+//! The placement engine fills a [`Plan`] (`placement::plan`); the verifier (`verify`) reads
+//! one back and re-checks it against the IR without calling into the placement engine.
+
+use crate::ir::Money;
+use serde::{Deserialize, Serialize};
+
+/// The format identifier written into every plan.
+pub const PLAN_FORMAT: &str = "berth.plan/v1";
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Always [`PLAN_FORMAT`].
+    pub format: String,
+    pub compiler_version: String,
+    /// `sha256:` over every source file (name and text, in path order).
+    pub source_digest: String,
+    /// The plan instant (RFC 3339, UTC) at which policy windows were evaluated.
+    pub at: String,
+    /// `sha256:` over this plan's JSON with `plan_id` and `verification` emptied.
+    pub plan_id: String,
+    /// True when every replica of every workload was placed.
+    pub feasible: bool,
+    pub workloads: Vec<WorkloadPlan>,
+    /// One entry per GPU pool of every target.
+    pub pools: Vec<PoolLedger>,
+    /// CPU and memory per target.
+    pub targets: Vec<TargetLedger>,
+    pub windows: Vec<WindowState>,
+    /// Rules the runtime enforces (idle-GPU reclaim), carried through.
+    pub reclaims: Vec<ReclaimRule>,
+    pub verification: Verification,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadStatus {
+    /// Every replica placed.
+    Placed,
+    /// Some replicas placed, not all.
+    Partial,
+    /// No replica placed.
+    Unplaced,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkloadPlan {
+    pub workload: String,
+    pub release: String,
+    pub status: WorkloadStatus,
+    pub replicas: u32,
+    pub placements: Vec<Placement>,
+    /// Every target not used, with the first reason it was not (or could not be) used.
+    pub rejected: Vec<Rejection>,
+    /// Σ over placements of `gpus × gpu_hour × 24` (exact decimal string, e.g. `"21.60"`).
+    pub cost_per_day: Money,
+    /// Set when a policy's approval threshold is exceeded: the placement is not applied
+    /// until approved.
+    pub approval: Option<ApprovalRequired>,
+    /// Targets the runtime may fail over to.
+    pub fallback: Vec<String>,
+    /// Why replicas are missing, when status is not `placed`.
+    pub unplaced: Option<Infeasibility>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    pub target: String,
+    /// The GPU pool, `None` for a workload that needs no GPU.
+    pub pool: Option<String>,
+    pub replicas: u32,
+    /// GPUs (or MIG slices) per replica.
+    pub gpus_per_replica: u32,
+    /// The accelerator of the pool.
+    pub accelerator: Option<String>,
+    /// The model variant chosen for this target.
+    pub variant: Option<VariantBinding>,
+    pub data: Vec<DataBinding>,
+    pub services: Vec<ServiceBinding>,
+    pub cost_per_day: Money,
+    /// The objective values that ranked this target (lower is better), in preference order.
+    pub score: Vec<ScoreTerm>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VariantBinding {
+    pub model: String,
+    pub version: String,
+    pub variant: String,
+    pub artifact: String,
+    pub digest: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataBinding {
+    pub name: String,
+    pub dataset: String,
+    /// `local` or `remote`.
+    pub locality: String,
+    pub endpoint: Option<String>,
+    /// Nanoseconds.
+    pub latency_ns: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceBinding {
+    pub service: String,
+    pub maturity: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScoreTerm {
+    /// `cost` (micro-units per day) or `data_latency` (nanoseconds).
+    pub objective: String,
+    pub value: i64,
+}
+
+/// Why a target was not used for a workload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejection {
+    pub target: String,
+    /// Which stage rejected it.
+    pub stage: RejectionStage,
+    /// A stable machine-readable reason (`gpu_memory`, `data_latency`, `service_maturity`,
+    /// `connectivity`, `environment`, `accelerator`, `no_variant`, `cpu`, `memory`,
+    /// `not_candidate`, `denied`, `not_entitled`, `quota`, `window_limit`, `capacity`,
+    /// `spread`, `isolation`, `not_needed`).
+    pub reason: String,
+    /// Human sentence, e.g. "needs 20GiB per GPU; pool `t4` offers 16GiB (T4)".
+    pub message: String,
+    /// Where the requirement is written (in the workload, placement or policy).
+    pub requirement: Option<SourceRef>,
+    /// Where the offer is written (in the target).
+    pub offer: Option<SourceRef>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectionStage {
+    /// Technically impossible.
+    Eligibility,
+    /// Technically possible, not permitted.
+    Policy,
+    /// Permitted, but capacity, spread, isolation or preference left it unused.
+    Assignment,
+}
+
+/// A location in the sources, stable across runs for the same sources.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceRef {
+    pub file: String,
+    pub line: u32,
+    pub column: u32,
+    pub start: u32,
+    pub end: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRequired {
+    pub policy: String,
+    pub threshold: Money,
+    pub approvers: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Infeasibility {
+    pub missing_replicas: u32,
+    /// e.g. "no target offers `object_store >= ga`" or "pools ran out: 3 more L4 GPUs needed".
+    pub message: String,
+    /// The smallest change that would make it feasible, where known.
+    pub hint: Option<String>,
+    /// True when a policy time window (not capacity) held it back.
+    pub held_by_window: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolLedger {
+    pub target: String,
+    pub pool: String,
+    pub accelerator: String,
+    /// Devices, or MIG slices for a partitioned pool.
+    pub capacity: u32,
+    pub allocated: u32,
+    /// `(workload, gpus)` in workload order.
+    pub by_workload: Vec<LedgerEntry>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    pub workload: String,
+    pub amount: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetLedger {
+    pub target: String,
+    pub cpu_millis_capacity: u64,
+    pub cpu_millis_allocated: u64,
+    pub memory_capacity: u64,
+    pub memory_allocated: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowState {
+    pub window: String,
+    pub in_effect: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReclaimRule {
+    pub policy: String,
+    /// `kind notebook`, `class experiment`, `team research`.
+    pub selector: String,
+    pub idle_after_ns: u64,
+    /// Workloads it applies to.
+    pub workloads: Vec<String>,
+}
+
+/// The verifier's summary, written into the plan it passed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verification {
+    pub verified: bool,
+    /// Names of the checks run, in order.
+    pub checks: Vec<String>,
+    /// Empty for a written plan (a plan that fails is never written).
+    pub violations: Vec<String>,
+}
