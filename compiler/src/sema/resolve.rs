@@ -1,0 +1,456 @@
+//! Name resolution: which names exist, in which namespace, and what each refers to.
+//!
+//! All files of a spec share one namespace (the spec directory); `use` imports are per file.
+//! Each standard-library module (`std.gpu`, `std.services`, `std.environments`) is a
+//! namespace of its own, reached through `use` or a qualified path `std.gpu.H100`.
+//! Lookup order in a file: its explicit imports, the namespace, then its glob imports
+//! (`use std.gpu.*`), so a definition always wins over a glob.
+//!
+//! Hash maps here serve lookups only; nothing iterates them into output (suggestions sort
+//! their candidates).
+
+use super::error::SemaError;
+use crate::source::{FileId, Span};
+use crate::syntax::ast::{
+    ConstItem, Decl, DeclKind, Ident, Item, ItemKind, PolicyItem, SourceFileAst, UseItem, UseTree,
+};
+use std::collections::HashMap;
+
+/// What a name refers to. Indices are into [`Names`]' lists, which are in source order
+/// (user files in the order given, items in the order written).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Def {
+    Const(u32),
+    Model(u32),
+    Workload(u32),
+    Target(u32),
+    Policy(u32),
+}
+
+impl Def {
+    /// `constant`, `model`, … for messages.
+    pub fn noun(self) -> &'static str {
+        match self {
+            Def::Const(_) => "constant",
+            Def::Model(_) => "model",
+            Def::Workload(_) => "workload",
+            Def::Target(_) => "target",
+            Def::Policy(_) => "policy",
+        }
+    }
+}
+
+/// Where a name is looked up: a namespace and the file whose imports apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScopeRef {
+    pub ns: u32,
+    pub unit: u32,
+}
+
+/// The namespace of user files.
+pub const USER_NS: u32 = 0;
+
+#[derive(Debug, Default)]
+pub struct Namespace<'a> {
+    pub names: HashMap<&'a str, (Def, Span)>,
+}
+
+/// One file: its namespace and its imports.
+#[derive(Debug)]
+pub struct Unit<'a> {
+    pub file: FileId,
+    pub ns: u32,
+    pub imports: HashMap<&'a str, (Def, Span)>,
+    /// Namespaces imported with `use …*`.
+    pub globs: Vec<u32>,
+}
+
+#[derive(Debug)]
+pub struct ConstDef<'a> {
+    pub name: &'a Ident,
+    pub item: &'a Item,
+    pub value: &'a crate::syntax::ast::Expr,
+    pub scope: ScopeRef,
+}
+
+#[derive(Debug)]
+pub struct DeclDef<'a> {
+    pub name: &'a Ident,
+    pub item: &'a Item,
+    pub decl: &'a Decl,
+    pub scope: ScopeRef,
+}
+
+#[derive(Debug)]
+pub struct PolicyDef<'a> {
+    pub name: &'a Ident,
+    pub item: &'a Item,
+    pub policy: &'a PolicyItem,
+    pub scope: ScopeRef,
+}
+
+/// A standard-library module.
+#[derive(Clone, Copy, Debug)]
+pub struct Module {
+    /// `std.gpu`.
+    pub path: &'static str,
+    pub ns: u32,
+}
+
+/// Every definition of the spec and the standard library, and the scopes to find them.
+#[derive(Debug, Default)]
+pub struct Names<'a> {
+    pub namespaces: Vec<Namespace<'a>>,
+    pub units: Vec<Unit<'a>>,
+    pub modules: Vec<Module>,
+    pub consts: Vec<ConstDef<'a>>,
+    pub models: Vec<DeclDef<'a>>,
+    pub workloads: Vec<DeclDef<'a>>,
+    pub targets: Vec<DeclDef<'a>>,
+    pub placements: Vec<DeclDef<'a>>,
+    pub policies: Vec<PolicyDef<'a>>,
+}
+
+impl<'a> Names<'a> {
+    /// Collects the definitions of the standard library (`std`: module path and parsed file)
+    /// and of the user's files, reporting duplicates, then resolves every `use`.
+    pub fn collect(
+        std: &[(&'static str, &'a SourceFileAst)],
+        user: &[&'a SourceFileAst],
+        errors: &mut Vec<SemaError>,
+    ) -> Names<'a> {
+        let mut names = Names {
+            namespaces: vec![Namespace::default()],
+            ..Names::default()
+        };
+        for (path, ast) in std {
+            let ns = names.namespaces.len() as u32;
+            names.namespaces.push(Namespace::default());
+            names.modules.push(Module { path, ns });
+            names.add_unit(ast, ns, errors);
+        }
+        for ast in user {
+            names.add_unit(ast, USER_NS, errors);
+        }
+        let asts: Vec<&'a SourceFileAst> = std
+            .iter()
+            .map(|(_, a)| *a)
+            .chain(user.iter().copied())
+            .collect();
+        for (unit, ast) in asts.iter().enumerate() {
+            names.resolve_uses(unit as u32, ast, errors);
+        }
+        names
+    }
+
+    fn add_unit(&mut self, ast: &'a SourceFileAst, ns: u32, errors: &mut Vec<SemaError>) {
+        let unit = self.units.len() as u32;
+        self.units.push(Unit {
+            file: ast.file,
+            ns,
+            imports: HashMap::new(),
+            globs: Vec::new(),
+        });
+        let scope = ScopeRef { ns, unit };
+        let user = ns == USER_NS;
+        for item in &ast.items {
+            match &item.kind {
+                ItemKind::Const(ConstItem {
+                    name: Some(name),
+                    value,
+                }) => {
+                    let def = Def::Const(self.consts.len() as u32);
+                    self.consts.push(ConstDef {
+                        name,
+                        item,
+                        value,
+                        scope,
+                    });
+                    self.define(ns, name, def, errors);
+                }
+                ItemKind::Decl(decl) if user => {
+                    let Some(name) = &decl.name else { continue };
+                    let d = DeclDef {
+                        name,
+                        item,
+                        decl,
+                        scope,
+                    };
+                    let def = match decl.kind {
+                        DeclKind::Model => {
+                            self.models.push(d);
+                            Def::Model(self.models.len() as u32 - 1)
+                        }
+                        DeclKind::Workload => {
+                            self.workloads.push(d);
+                            Def::Workload(self.workloads.len() as u32 - 1)
+                        }
+                        DeclKind::Target => {
+                            self.targets.push(d);
+                            Def::Target(self.targets.len() as u32 - 1)
+                        }
+                        // A placement names a workload; it defines nothing.
+                        DeclKind::Placement => {
+                            self.placements.push(d);
+                            continue;
+                        }
+                    };
+                    self.define(ns, name, def, errors);
+                }
+                ItemKind::Policy(policy) if user => {
+                    let Some(name) = &policy.name else { continue };
+                    let def = Def::Policy(self.policies.len() as u32);
+                    self.policies.push(PolicyDef {
+                        name,
+                        item,
+                        policy,
+                        scope,
+                    });
+                    self.define(ns, name, def, errors);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn define(&mut self, ns: u32, name: &'a Ident, def: Def, errors: &mut Vec<SemaError>) {
+        let names = &mut self.namespaces[ns as usize].names;
+        if let Some((_, first)) = names.get(name.name.as_str()) {
+            errors.push(SemaError::DuplicateDefinition {
+                name: name.name.clone(),
+                first: *first,
+                second: name.span,
+            });
+        } else {
+            names.insert(&name.name, (def, name.span));
+        }
+    }
+
+    fn module(&self, path: &str) -> Option<Module> {
+        self.modules.iter().find(|m| m.path == path).copied()
+    }
+
+    fn resolve_uses(&mut self, unit: u32, ast: &'a SourceFileAst, errors: &mut Vec<SemaError>) {
+        for item in &ast.items {
+            if let ItemKind::Use(u) = &item.kind {
+                self.resolve_use(unit, u, errors);
+            }
+        }
+    }
+
+    fn resolve_use(&mut self, unit: u32, u: &'a UseItem, errors: &mut Vec<SemaError>) {
+        let (module_path, items): (&[Ident], Vec<&'a Ident>) = match &u.tree {
+            UseTree::Single => match u.path.split_last() {
+                Some((last, init)) => (init, vec![last]),
+                None => return,
+            },
+            UseTree::Group(items) => (&u.path, items.iter().collect()),
+            UseTree::Glob(_) => (&u.path, Vec::new()),
+        };
+        if module_path.is_empty() {
+            return;
+        }
+        let path: Vec<&str> = module_path.iter().map(|i| i.name.as_str()).collect();
+        let path = path.join(".");
+        let span = module_path[0]
+            .span
+            .to(module_path[module_path.len() - 1].span);
+        let Some(module) = self.module(&path) else {
+            // `use std.gpu`: the whole path is a module.
+            if let UseTree::Single = u.tree {
+                let full: Vec<&str> = u.path.iter().map(|i| i.name.as_str()).collect();
+                let full = full.join(".");
+                if self.module(&full).is_some() {
+                    let last = u.path[u.path.len() - 1].span;
+                    errors.push(SemaError::ModuleImport {
+                        path: full,
+                        span: u.path[0].span.to(last),
+                    });
+                    return;
+                }
+            }
+            let candidates: Vec<&str> = self.modules.iter().map(|m| m.path).collect();
+            errors.push(SemaError::UnknownModule {
+                suggestion: suggest(&path, candidates.iter().copied()),
+                path,
+                span,
+            });
+            return;
+        };
+        if let UseTree::Glob(_) = u.tree {
+            let globs = &mut self.units[unit as usize].globs;
+            if !globs.contains(&module.ns) {
+                globs.push(module.ns);
+            }
+            return;
+        }
+        for ident in items {
+            let found = self.namespaces[module.ns as usize]
+                .names
+                .get(ident.name.as_str())
+                .copied();
+            let Some((def, _)) = found else {
+                let mut candidates: Vec<&str> = self.namespaces[module.ns as usize]
+                    .names
+                    .keys()
+                    .copied()
+                    .collect();
+                candidates.sort_unstable();
+                errors.push(SemaError::UnknownImport {
+                    module: path.clone(),
+                    name: ident.name.clone(),
+                    span: ident.span,
+                    suggestion: suggest(&ident.name, candidates.into_iter()),
+                });
+                continue;
+            };
+            let ns = self.units[unit as usize].ns;
+            if let Some((_, first)) = self.namespaces[ns as usize].names.get(ident.name.as_str()) {
+                errors.push(SemaError::DuplicateDefinition {
+                    name: ident.name.clone(),
+                    first: *first,
+                    second: ident.span,
+                });
+                continue;
+            }
+            let imports = &mut self.units[unit as usize].imports;
+            match imports.get(ident.name.as_str()) {
+                // The same item imported twice is harmless.
+                Some((prev, _)) if *prev == def => {}
+                Some((_, first)) => errors.push(SemaError::DuplicateDefinition {
+                    name: ident.name.clone(),
+                    first: *first,
+                    second: ident.span,
+                }),
+                None => {
+                    imports.insert(&ident.name, (def, ident.span));
+                }
+            }
+        }
+    }
+
+    /// What `name` means in `scope`, with the span of its definition (or import).
+    pub fn lookup(&self, scope: ScopeRef, name: &str) -> Option<(Def, Span)> {
+        let unit = &self.units[scope.unit as usize];
+        if let Some(found) = unit.imports.get(name) {
+            return Some(*found);
+        }
+        if let Some(found) = self.namespaces[scope.ns as usize].names.get(name) {
+            return Some(*found);
+        }
+        unit.globs
+            .iter()
+            .find_map(|ns| self.namespaces[*ns as usize].names.get(name).copied())
+    }
+
+    /// An item of a standard-library module, by module path and name.
+    pub fn lookup_qualified(&self, module: &str, name: &str) -> Option<(Def, Span)> {
+        let m = self.module(module)?;
+        self.namespaces[m.ns as usize].names.get(name).copied()
+    }
+
+    /// Whether `path` (`std.gpu`) is a standard-library module.
+    pub fn is_module(&self, path: &str) -> bool {
+        self.module(path).is_some()
+    }
+
+    /// The standard-library module that defines `name`, for "add `use …`" help.
+    pub fn module_defining(
+        &self,
+        name: &str,
+        wanted: impl Fn(Def) -> bool,
+    ) -> Option<&'static str> {
+        self.modules.iter().find_map(|m| {
+            self.namespaces[m.ns as usize]
+                .names
+                .get(name)
+                .filter(|(d, _)| wanted(*d))
+                .map(|_| m.path)
+        })
+    }
+
+    /// Every name visible in `scope` whose definition passes `wanted`, sorted.
+    pub fn visible(&self, scope: ScopeRef, wanted: impl Fn(Def) -> bool) -> Vec<&'a str> {
+        let unit = &self.units[scope.unit as usize];
+        let mut out: Vec<&'a str> = unit
+            .imports
+            .iter()
+            .chain(self.namespaces[scope.ns as usize].names.iter())
+            .chain(
+                unit.globs
+                    .iter()
+                    .flat_map(|ns| self.namespaces[*ns as usize].names.iter()),
+            )
+            .filter(|(_, (d, _))| wanted(*d))
+            .map(|(n, _)| *n)
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// The name and span of a definition.
+    pub fn def_name(&self, def: Def) -> (&'a str, Span) {
+        let i = |x: &'a Ident| (x.name.as_str(), x.span);
+        match def {
+            Def::Const(c) => i(self.consts[c as usize].name),
+            Def::Model(m) => i(self.models[m as usize].name),
+            Def::Workload(w) => i(self.workloads[w as usize].name),
+            Def::Target(t) => i(self.targets[t as usize].name),
+            Def::Policy(p) => i(self.policies[p as usize].name),
+        }
+    }
+}
+
+/// The candidate closest to `name`, if it is close enough to be a likely typo: a case-only
+/// difference, or an edit distance of at most a third of the name's length (at least one).
+/// Ties go to the alphabetically first candidate, so the answer is deterministic.
+pub fn suggest<'c>(name: &str, candidates: impl Iterator<Item = &'c str>) -> Option<String> {
+    let lower = name.to_lowercase();
+    let limit = (name.chars().count() / 3).max(1);
+    let mut best: Option<(usize, &str)> = None;
+    for c in candidates {
+        if c == name {
+            continue;
+        }
+        let d = if c.to_lowercase() == lower {
+            0
+        } else {
+            strsim::damerau_levenshtein(name, c)
+        };
+        if d > limit {
+            continue;
+        }
+        let better = match best {
+            None => true,
+            Some((bd, bc)) => d < bd || (d == bd && c < bc),
+        };
+        if better {
+            best = Some((d, c));
+        }
+    }
+    best.map(|(_, c)| c.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::suggest;
+
+    #[test]
+    fn suggestions_are_close_and_deterministic() {
+        let c = ["replicas", "release", "resources"];
+        assert_eq!(
+            suggest("replica", c.iter().copied()).as_deref(),
+            Some("replicas")
+        );
+        assert_eq!(
+            suggest("l4", ["L4", "L40S"].into_iter()).as_deref(),
+            Some("L4")
+        );
+        assert_eq!(suggest("zzzzzz", c.iter().copied()), None);
+        assert_eq!(
+            suggest("ab", ["ac", "ab_", "aa"].into_iter()).as_deref(),
+            Some("aa")
+        );
+    }
+}
