@@ -25,9 +25,12 @@
 //!   `HH:MM`. Strings are re-escaped canonically: `\"`, `\\`, `\n`, `\t`, `\r`, and `\u{…}` for
 //!   other control characters and invisible direction marks; everything else is printed as
 //!   itself.
-//! - Binary operators have a space on each side; parentheses appear exactly where precedence
-//!   needs them. A chain of `and` or `or` that does not fit breaks before each operator.
-//!   Lambdas are `d -> body` or `(a, b) -> body`.
+//! - Binary operators have a space on each side. Parentheses appear where precedence needs
+//!   them, and also around a comparison inside a comparison (they do not chain), a binary
+//!   operand of `not` (`not (a == b)` reads better than the equivalent `not a == b`), a record
+//!   or lambda used as an operand, and a record or lambda right before a rule's block (where
+//!   the parser reads no record). A chain of `and` or `or` that does not fit breaks before
+//!   each operator. Lambdas are `d -> body` or `(a, b) -> body`.
 //! - `deny "reason" when condition` stays on one line if it fits, else `when …` goes on the
 //!   next line, indented.
 //!

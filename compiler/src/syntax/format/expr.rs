@@ -4,6 +4,7 @@
 
 use super::doc::{Doc, INDENT, concat, line, text};
 use super::printer::{ARGS, LIST, MAP, Printer, RECORD};
+use crate::source::Span;
 use crate::syntax::ast::{BinaryOp, Expr, ExprKind, MapEntry, MapKey, StrLit, UnaryOp};
 
 /// Binding strength, loosest first. The tree has no parenthesis nodes: the printer adds
@@ -53,7 +54,23 @@ impl<'a> Printer<'a> {
     /// An expression, with the comments before it.
     pub(super) fn expr(&mut self, e: &'a Expr) -> Doc<'a> {
         let before = self.inline_comments(self.trivia.real_start(e.span));
-        before.append(self.expr_kind(e))
+        let kind = self.expr_kind(e);
+        if self.trivia.has_before(e.span.end) {
+            // Comments left inside the span come after the last operand, so the source had
+            // parentheses around them: keep those, or a doc comment would leave them and
+            // document whatever follows.
+            before.append(self.close_parenthesized(kind, e))
+        } else {
+            before.append(kind)
+        }
+    }
+
+    /// `(kind …)`, with the comments before the closing parenthesis at the end of `e`.
+    fn close_parenthesized(&mut self, kind: Doc<'a>, e: &'a Expr) -> Doc<'a> {
+        text("(")
+            .append(kind)
+            .append(self.spaced_comments(e.span.end))
+            .append(")")
     }
 
     fn expr_kind(&mut self, e: &'a Expr) -> Doc<'a> {
@@ -74,18 +91,30 @@ impl<'a> Printer<'a> {
                 )
                 .append(".")
                 .append(self.name(field)),
-            ExprKind::Call { callee, args } => self
-                .operand(callee, level(callee) < Level::Postfix)
-                .append(self.seq(args, close, &ARGS, |a| a.span, Self::expr)),
+            ExprKind::Call { callee, args } => {
+                let callee_doc = self.operand(callee, level(callee) < Level::Postfix);
+                let open = self.trivia.real_start(Span {
+                    file: e.span.file,
+                    start: callee.span.end,
+                    end: e.span.end.max(callee.span.end),
+                });
+                callee_doc
+                    .append(self.spaced_comments(open))
+                    .append(self.seq(args, close, &ARGS, |a| a.span, Self::expr))
+            }
             ExprKind::List(items) => self.seq(items, close, &LIST, |a| a.span, Self::expr),
             ExprKind::Map(entries) => self.seq(entries, close, &MAP, |m| m.span, Self::map_entry),
-            ExprKind::Record { ctor, body } => self.name(ctor).append(" ").append(self.seq(
-                &body.entries,
-                body.span.end.saturating_sub(1),
-                &RECORD,
-                |e| e.span,
-                Self::entry,
-            )),
+            ExprKind::Record { ctor, body } => self
+                .name(ctor)
+                .append(" ")
+                .append(self.before_open(body.span.start))
+                .append(self.seq(
+                    &body.entries,
+                    body.span.end.saturating_sub(1),
+                    &RECORD,
+                    |e| e.span,
+                    Self::entry,
+                )),
             ExprKind::Unary { op, operand } => match op {
                 UnaryOp::Not => text("not ").append(self.operand(
                     operand,
@@ -159,7 +188,11 @@ impl<'a> Printer<'a> {
 
     fn operand(&mut self, e: &'a Expr, parens: bool) -> Doc<'a> {
         if parens {
-            text("(").append(self.expr(e)).append(")")
+            // Comments before the operand stay outside the parentheses: a parenthesized
+            // expression's span starts at its `(`, so this is where the next run finds them.
+            let before = self.inline_comments(self.trivia.real_start(e.span));
+            let kind = self.expr_kind(e);
+            before.append(self.close_parenthesized(kind, e))
         } else {
             self.expr(e)
         }

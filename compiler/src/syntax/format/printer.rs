@@ -250,22 +250,56 @@ impl<'a> Printer<'a> {
         let path = concat(itertools_join(path, "."));
         let tree = match &u.tree {
             UseTree::Single => nil(),
-            UseTree::Glob(_) => text(".*"),
-            UseTree::Group(names) => text(".").append(self.seq(
-                names,
-                span.end.saturating_sub(1),
-                &IMPORTS,
-                |n| n.span,
-                Self::name,
-            )),
+            UseTree::Glob(star) => self
+                .use_dot(u, span)
+                .append(self.before_open(star.start))
+                .append("*"),
+            UseTree::Group(names) => {
+                let dot = self.use_dot(u, span);
+                let brace =
+                    self.next_token(self.trivia.real_start(self.after_path(u, span)) + 1, span);
+                dot.append(self.before_open(brace)).append(self.seq(
+                    names,
+                    span.end.saturating_sub(1),
+                    &IMPORTS,
+                    |n| n.span,
+                    Self::name,
+                ))
+            }
         };
         text("use ").append(path).append(tree)
+    }
+
+    /// The `.` before a use item's `*` or `{…}`, with the comments before it.
+    fn use_dot(&mut self, u: &'a UseItem, span: Span) -> Doc<'a> {
+        let dot = self.trivia.real_start(self.after_path(u, span));
+        self.spaced_comments(dot).append(".")
+    }
+
+    /// From the end of a use item's path to the end of the item.
+    fn after_path(&self, u: &UseItem, span: Span) -> Span {
+        let start = u.path.last().map_or(span.start, |p| p.span.end);
+        Span {
+            file: span.file,
+            start,
+            end: span.end.max(start),
+        }
+    }
+
+    /// Where the first token at or after `pos` (and inside `within`) starts.
+    fn next_token(&self, pos: u32, within: Span) -> u32 {
+        self.trivia.real_start(Span {
+            file: within.file,
+            start: pos.min(within.end),
+            end: within.end,
+        })
     }
 
     fn policy(&mut self, p: &'a PolicyItem) -> Doc<'a> {
         text("policy ")
             .append(self.opt_name(p.name.as_ref()))
             .append(if p.name.is_some() { " " } else { "" })
+            .append(self.before_open(p.body_span.start))
             .append(self.seq(
                 &p.rules,
                 p.body_span.end.saturating_sub(1),
@@ -277,13 +311,20 @@ impl<'a> Printer<'a> {
 
     /// `{ entries }` of a declaration, a nested block or a rule: one entry per line.
     pub(super) fn body(&mut self, body: &'a Body) -> Doc<'a> {
-        self.seq(
+        // Comments before the `{` stay before it: a doc comment moved inside would document
+        // the first entry.
+        self.before_open(body.span.start).append(self.seq(
             &body.entries,
             body.span.end.saturating_sub(1),
             &BLOCK,
             |e| e.span,
             Self::entry,
-        )
+        ))
+    }
+
+    /// The comments before an opening delimiter at `open`.
+    pub(super) fn before_open(&mut self, open: u32) -> Doc<'a> {
+        self.inline_comments(open)
     }
 
     pub(super) fn entry(&mut self, entry: &'a Entry) -> Doc<'a> {
@@ -521,6 +562,16 @@ impl<'a> Printer<'a> {
             doc = doc.append(text(body)).append(after);
         }
         doc
+    }
+
+    /// Comments before `before` right after a token: a space first, then as
+    /// [`Self::inline_comments`].
+    pub(super) fn spaced_comments(&mut self, before: u32) -> Doc<'a> {
+        if self.trivia.has_before(before) {
+            text(" ").append(self.inline_comments(before))
+        } else {
+            nil()
+        }
     }
 
     /// A name, with any comments before it.
