@@ -264,7 +264,6 @@ fn fmt_never_touches_a_file_with_errors() {
 }
 
 #[test]
-#[ignore = "the formatter is not connected yet: runtime/src/fmt.rs FORMATTER is None"]
 fn fmt_rewrites_and_check_lists_changed_files() {
     const MESSY: &str = "workload   web   {\n     replicas   =   2\n}\n";
     let dir = temp_with(&[("web.berth", MESSY.as_bytes())]);

@@ -20,10 +20,9 @@ use thiserror::Error;
 /// A formatter: canonical text for a source file, or the diagnostics that prevent it.
 pub type FormatFn = fn(&str) -> Result<String, Vec<Diagnostic>>;
 
-/// The formatter `berth fmt` runs. `None` while the compiler has no formatter yet; the command
-/// then says so and exits 2.
-// Connect `berth_compiler::syntax::format::format_file` here once it exists.
-pub const FORMATTER: Option<FormatFn> = None;
+/// The formatter `berth fmt` runs. `None` would make the command say it has no formatter and
+/// exit 2 (a build without one).
+pub const FORMATTER: Option<FormatFn> = Some(berth_compiler::syntax::format::format_file);
 
 /// What `berth fmt` does with files whose layout is not canonical.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

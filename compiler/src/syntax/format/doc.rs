@@ -1,0 +1,93 @@
+//! Building blocks of layout documents (the `pretty` crate's Wadler-style printer): text,
+//! line breaks that a group may flatten, and lists of lines.
+
+use pretty::{DocAllocator, DocBuilder, RcAllocator};
+use std::borrow::Cow;
+
+/// Lines longer than this are broken where the layout allows.
+pub(super) const WIDTH: usize = 100;
+/// Spaces per nesting level.
+pub(super) const INDENT: isize = 2;
+
+static ALLOC: RcAllocator = RcAllocator;
+
+pub(super) type Doc<'a> = DocBuilder<'a, RcAllocator, ()>;
+
+/// Text, measured in display columns (not bytes).
+pub(super) fn text<'a>(s: impl Into<Cow<'a, str>>) -> Doc<'a> {
+    ALLOC.text(s)
+}
+
+pub(super) fn nil<'a>() -> Doc<'a> {
+    ALLOC.nil()
+}
+
+/// A line break that is never flattened; it also forces every enclosing group to break.
+pub(super) fn hardline<'a>() -> Doc<'a> {
+    ALLOC.hardline()
+}
+
+/// A space when its group fits on one line, otherwise a line break.
+pub(super) fn line<'a>() -> Doc<'a> {
+    ALLOC.line()
+}
+
+/// Nothing when its group fits on one line, otherwise a line break.
+pub(super) fn softline<'a>() -> Doc<'a> {
+    ALLOC.line_()
+}
+
+pub(super) fn concat<'a>(docs: impl IntoIterator<Item = Doc<'a>>) -> Doc<'a> {
+    ALLOC.concat(docs)
+}
+
+/// Text only when the enclosing group is broken over lines (a trailing comma).
+pub(super) fn when_broken<'a>(s: &'static str) -> Doc<'a> {
+    text(s).flat_alt(nil())
+}
+
+/// Renders at [`WIDTH`], without trailing whitespace on any line.
+pub(super) fn render(doc: Doc<'_>) -> String {
+    let raw = doc.into_doc().pretty(WIDTH).to_string();
+    let mut out = String::with_capacity(raw.len());
+    for line in raw.lines() {
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    let trimmed = out.trim_end_matches('\n').len();
+    out.truncate(trimmed);
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out
+}
+
+/// Lines stacked vertically, with at most one blank line between two of them.
+pub(super) struct Lines<'a> {
+    parts: Vec<Doc<'a>>,
+}
+
+impl<'a> Lines<'a> {
+    pub(super) fn new() -> Self {
+        Lines { parts: Vec::new() }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    /// Adds a line; `blank_before` asks for an empty line above it (ignored for the first).
+    pub(super) fn push(&mut self, line: Doc<'a>, blank_before: bool) {
+        if !self.parts.is_empty() {
+            self.parts.push(hardline());
+            if blank_before {
+                self.parts.push(hardline());
+            }
+        }
+        self.parts.push(line);
+    }
+
+    pub(super) fn into_doc(self) -> Doc<'a> {
+        concat(self.parts)
+    }
+}
