@@ -6,9 +6,11 @@
 pub mod diagnostics;
 pub mod driver;
 pub mod ir;
+pub mod placement;
 pub mod plan;
 pub mod sema;
 pub mod source;
 pub mod syntax;
+pub mod verify;
 
 pub use driver::{CheckOutput, check};

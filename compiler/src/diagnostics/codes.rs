@@ -62,6 +62,8 @@ codes! {
     MissingName = "E0105", "missing name";
     /// A field without its value (`replicas =`).
     MissingValue = "E0106", "missing value";
+    /// Comparisons chained without parentheses (`a < b < c`).
+    ChainedComparison = "E0107", "chained comparison";
     /// Blocks, lists or expressions nested deeper than the limit.
     NestingTooDeep = "E0190", "nesting too deep";
     /// A source file larger than the limit.
@@ -170,6 +172,76 @@ codes! {
     // ---- E05xx: placement and plan ----
 
     // ---- E06xx: verifier ----
+    /// A plan whose `format` is not the one this compiler reads and writes.
+    PlanFormat = "E0601", "unsupported plan format";
+    /// A plan whose recorded instant (`at`) is not the instant it is verified at.
+    PlanInstant = "E0602", "plan instant mismatch";
+    /// A plan whose `plan_id` is not the hash of its content: it was edited after it was made.
+    PlanIdMismatch = "E0603", "plan id does not match content";
+    /// A plan naming a workload, target, pool or window the spec does not define.
+    PlanUnknownName = "E0604", "unknown name in plan";
+    /// A plan lacking an entry the spec requires (a workload, a pool or target ledger, a
+    /// window, a reclaim rule).
+    PlanMissingEntry = "E0605", "missing plan entry";
+    /// A plan listing the same workload, ledger or window twice.
+    PlanDuplicateEntry = "E0606", "duplicate plan entry";
+    /// A plan list that is complete but not in spec order.
+    PlanEntryOrder = "E0607", "plan entries out of order";
+    /// A recorded field (release, replicas, accelerator, data or service binding, GPUs per
+    /// replica) that differs from what the spec says.
+    PlanFieldMismatch = "E0608", "plan field differs from spec";
+    /// A placement on a target outside the workload's `placement { targets = [...] }`.
+    PlacementNotCandidate = "E0609", "placement outside candidates";
+    /// A placement on a target (or pool) the workload cannot technically run on.
+    PlacementIneligible = "E0610", "placement not eligible";
+    /// A placement recording a model variant other than the first one that fits its pool.
+    PlacementWrongVariant = "E0611", "wrong model variant";
+    /// A placement with zero replicas.
+    PlacementEmpty = "E0612", "empty placement";
+    /// More replicas placed than the workload declares.
+    TooManyReplicas = "E0613", "too many replicas placed";
+    /// A workload `status`, `missing_replicas` or the plan's `feasible` flag that does not
+    /// match the placements.
+    StatusMismatch = "E0614", "status does not match placements";
+    /// A GPU pool holding more GPUs (or MIG slices) than it has.
+    PoolOverCommitted = "E0615", "pool over-committed";
+    /// A target holding more CPU or memory than it has.
+    TargetOverCommitted = "E0616", "target over-committed";
+    /// A capacity ledger in the plan that differs from the one recomputed from placements.
+    LedgerMismatch = "E0617", "ledger does not match placements";
+    /// A team holding more GPUs than its quota.
+    OverQuota = "E0618", "quota exceeded";
+    /// An identity holding more GPUs than its entitlement.
+    OverEntitlement = "E0619", "entitlement cap exceeded";
+    /// A placement outside an identity's entitled accelerators or environments, or GPUs held
+    /// by an identity without any entitlement.
+    NotEntitled = "E0620", "placement not entitled";
+    /// A placement on a target for which a deny rule holds.
+    PlacementDenied = "E0621", "placement denied by policy";
+    /// A window whose time zone the bundled time-zone database does not know.
+    UnknownTimeZone = "E0622", "unknown time zone";
+    /// A window recorded as in effect (or not) when at the plan instant it is not (or is).
+    WindowStateMismatch = "E0623", "window state mismatch";
+    /// GPUs held by matching workloads above a `limit … during …` while its window is in
+    /// effect.
+    WindowLimitExceeded = "E0624", "window limit exceeded";
+    /// More replicas on one target or region than the workload's spread allows.
+    SpreadExceeded = "E0625", "spread exceeded";
+    /// Two workloads that must be isolated sharing a pool.
+    IsolationBroken = "E0626", "isolation broken";
+    /// A `cost_per_day` that is not Σ replicas × GPUs per replica × `gpu_hour` × 24.
+    CostMismatch = "E0627", "cost does not match placements";
+    /// A workload above an approval threshold not marked as awaiting approval.
+    ApprovalMissing = "E0628", "approval missing";
+    /// A workload marked as awaiting approval under a rule it does not exceed.
+    ApprovalUnwarranted = "E0629", "approval not required";
+    /// A fallback target that the spec does not list, that is not eligible, or that is denied.
+    BadFallback = "E0630", "invalid fallback";
+    /// A reclaim rule carried into the plan that differs from the spec's.
+    ReclaimMismatch = "E0631", "reclaim rule mismatch";
+    /// A `rejected` list that omits an unused target, repeats one, lists a used one, or calls
+    /// an eligible target ineligible.
+    RejectionMismatch = "E0632", "rejections do not match placements";
 }
 
 impl Serialize for Code {

@@ -7,6 +7,8 @@
 //! diagnostics, `explain` and the plan's rejection reasons.
 
 pub mod eval;
+#[doc(hidden)]
+pub mod testkit;
 
 use crate::source::Span;
 use serde::{Deserialize, Serialize};
@@ -50,6 +52,7 @@ pub struct PoolRef {
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
 )]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Money(pub i64);
 
 impl Money {

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 pub const PLAN_FORMAT: &str = "berth.plan/v1";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Plan {
     /// Always [`PLAN_FORMAT`].
     pub format: String,
@@ -39,6 +40,7 @@ pub struct Plan {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum WorkloadStatus {
     /// Every replica placed.
@@ -50,6 +52,7 @@ pub enum WorkloadStatus {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WorkloadPlan {
     pub workload: String,
     pub release: String,
@@ -58,7 +61,8 @@ pub struct WorkloadPlan {
     pub placements: Vec<Placement>,
     /// Every target not used, with the first reason it was not (or could not be) used.
     pub rejected: Vec<Rejection>,
-    /// Σ over placements of `gpus × gpu_hour × 24` (exact decimal string, e.g. `"21.60"`).
+    /// Σ over placements of `gpus × gpu_hour × 24`, in millionths of the currency unit
+    /// (an integer: 21.60 is `21600000`).
     pub cost_per_day: Money,
     /// Set when a policy's approval threshold is exceeded: the placement is not applied
     /// until approved.
@@ -70,6 +74,7 @@ pub struct WorkloadPlan {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Placement {
     pub target: String,
     /// The GPU pool, `None` for a workload that needs no GPU.
@@ -89,6 +94,7 @@ pub struct Placement {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct VariantBinding {
     pub model: String,
     pub version: String,
@@ -98,6 +104,7 @@ pub struct VariantBinding {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DataBinding {
     pub name: String,
     pub dataset: String,
@@ -109,12 +116,14 @@ pub struct DataBinding {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ServiceBinding {
     pub service: String,
     pub maturity: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ScoreTerm {
     /// `cost` (micro-units per day) or `data_latency` (nanoseconds).
     pub objective: String,
@@ -123,6 +132,7 @@ pub struct ScoreTerm {
 
 /// Why a target was not used for a workload.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Rejection {
     pub target: String,
     /// Which stage rejected it.
@@ -130,7 +140,8 @@ pub struct Rejection {
     /// A stable machine-readable reason (`gpu_memory`, `data_latency`, `service_maturity`,
     /// `connectivity`, `environment`, `accelerator`, `no_variant`, `cpu`, `memory`,
     /// `not_candidate`, `denied`, `not_entitled`, `quota`, `window_limit`, `capacity`,
-    /// `spread`, `isolation`, `not_needed`).
+    /// `spread`, `isolation`, `not_needed`; also `mig`, `gpu_count`, `data_unavailable`,
+    /// `entitlement_limit`).
     pub reason: String,
     /// Human sentence, e.g. "needs 20GiB per GPU; pool `t4` offers 16GiB (T4)".
     pub message: String,
@@ -138,9 +149,18 @@ pub struct Rejection {
     pub requirement: Option<SourceRef>,
     /// Where the offer is written (in the target).
     pub offer: Option<SourceRef>,
+    /// How many further targets were rejected at the same stage for the same reason and are
+    /// not listed one by one (large estates: see `docs/placement.md`); 0 when all are listed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub others: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RejectionStage {
     /// Technically impossible.
@@ -153,6 +173,7 @@ pub enum RejectionStage {
 
 /// A location in the sources, stable across runs for the same sources.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SourceRef {
     pub file: String,
     pub line: u32,
@@ -162,6 +183,7 @@ pub struct SourceRef {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ApprovalRequired {
     pub policy: String,
     pub threshold: Money,
@@ -169,6 +191,7 @@ pub struct ApprovalRequired {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Infeasibility {
     pub missing_replicas: u32,
     /// e.g. "no target offers `object_store >= ga`" or "pools ran out: 3 more L4 GPUs needed".
@@ -180,6 +203,7 @@ pub struct Infeasibility {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PoolLedger {
     pub target: String,
     pub pool: String,
@@ -192,12 +216,14 @@ pub struct PoolLedger {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LedgerEntry {
     pub workload: String,
     pub amount: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TargetLedger {
     pub target: String,
     pub cpu_millis_capacity: u64,
@@ -207,12 +233,14 @@ pub struct TargetLedger {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WindowState {
     pub window: String,
     pub in_effect: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ReclaimRule {
     pub policy: String,
     /// `kind notebook`, `class experiment`, `team research`.
@@ -224,6 +252,7 @@ pub struct ReclaimRule {
 
 /// The verifier's summary, written into the plan it passed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Verification {
     pub verified: bool,
     /// Names of the checks run, in order.

@@ -6,3 +6,7 @@ pub const MAX_FILE_BYTES: usize = 16 * 1024 * 1024;
 pub const MAX_NESTING: usize = 64;
 /// Most tokens in one file.
 pub const MAX_TOKENS: usize = 4_000_000;
+/// Deepest expression tree: bracket depth plus the operators chained in one expression
+/// (`a + b + …`, `not not …`, `a.b.c…`). Real specs stay far below; the bound keeps every
+/// recursive tree walk within its stack.
+pub const MAX_EXPR_DEPTH: usize = 256;

@@ -2,11 +2,16 @@
 //! meaning; never fails (a tree plus diagnostics, with holes where input was missing).
 
 pub mod ast;
+pub mod ast_dump;
+mod docs;
 pub mod format;
 pub mod lexer;
 pub mod limits;
+pub mod parse_error;
 pub mod parser;
+mod prepass;
 pub mod token;
 
 pub use lexer::{Comment, CommentKind, LexError, Lexed, lex};
+pub use parse_error::ParseError;
 pub use parser::{Parsed, parse_file};

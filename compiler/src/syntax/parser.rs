@@ -1,9 +1,37 @@
 //! The parser: tokens to syntax tree, with error recovery. Never fails.
+//!
+//! Pipeline of [`parse_file`]: input limits → lexing → nesting limits and delimiter matching
+//! ([`super::prepass`]) → the chumsky grammar below over the token slice → conversion of
+//! chumsky's errors into [`ParseError`]s → doc comments attached to items, entries and rules
+//! ([`super::docs`]).
+//!
+//! Recovery works at four levels, each producing a hole in the tree and exactly one error:
+//! - item: tokens that form no item are skipped up to the next item keyword (`ItemKind::Error`);
+//! - entry and rule: a broken entry is skipped up to the next thing that looks like an entry
+//!   (`key =`, `key {`, `key label =`, …), a `}` or an item keyword (`EntryKind::Error`);
+//! - block end: a body that meets an item keyword or the end of the file before its `}` is
+//!   closed there (the error names the block and points at its `{`);
+//! - delimited expressions: a broken `[…]`, `(…)` or `{…}` becomes `ExprKind::Error`.
+//!
+//! Skipping always jumps over whole balanced groups, using the delimiter matching from the
+//! prepass, so one mistake never turns into a cascade.
 
-use super::ast::SourceFileAst;
-use super::lexer::Comment;
-use crate::diagnostics::Diagnostic;
+use super::ast::{
+    BinaryOp, Body, CompareOp, ConstItem, Decl, DeclKind, Entry, EntryKind, Expr, ExprKind, Ident,
+    Item, ItemKind, MapEntry, MapKey, PolicyItem, Rule, RuleKind, SourceFileAst, Spanned, StrLit,
+    UnaryOp, UseItem, UseTree,
+};
+use super::lexer::{Comment, LexErrorKind};
+use super::limits::{MAX_FILE_BYTES, MAX_TOKENS};
+use super::parse_error::{Custom, PErr, ParseError, label};
+use super::prepass::{self, Delimiters};
+use super::token::Token;
+use crate::diagnostics::{self, Diagnostic};
 use crate::source::{FileId, Span};
+use chumsky::input::{Input as _, InputRef, MappedInput};
+use chumsky::pratt::{infix, left, postfix, prefix};
+use chumsky::prelude::*;
+use chumsky::recovery::{nested_delimiters, via_parser};
 
 /// The result of parsing one file: always a tree, plus the comments (trivia, for the
 /// formatter and doc attachment) and every lexical and syntax diagnostic.
@@ -16,15 +44,926 @@ pub struct Parsed {
 
 /// Lexes and parses one file.
 pub fn parse_file(file: FileId, text: &str) -> Parsed {
-    // Placeholder until the chumsky parser lands: lexes only.
-    let lexed = super::lex(file, text);
-    Parsed {
+    let file_span = Span::new(file, 0, text.len().min(u32::MAX as usize) as u32);
+    let empty = |diagnostics| Parsed {
         ast: SourceFileAst {
             file,
             items: Vec::new(),
-            span: Span::new(file, 0, text.len() as u32),
+            span: file_span,
         },
-        comments: lexed.comments,
-        diagnostics: lexed.errors.iter().map(|e| e.diagnostic()).collect(),
+        comments: Vec::new(),
+        diagnostics,
+    };
+    if text.len() > MAX_FILE_BYTES {
+        let err = ParseError::FileTooLarge {
+            span: Span::new(file, 0, 0),
+            size: text.len(),
+        };
+        return empty(vec![err.diagnostic()]);
     }
+
+    let lexed = super::lex(file, text);
+    let mut diagnostics: Vec<Diagnostic> = lexed.errors.iter().map(|e| e.diagnostic()).collect();
+    let mut tokens = lexed.tokens;
+    if tokens.len() > MAX_TOKENS {
+        let err = ParseError::TooManyTokens {
+            span: tokens[MAX_TOKENS].1,
+            count: tokens.len(),
+        };
+        diagnostics.push(err.diagnostic());
+        return Parsed {
+            comments: lexed.comments,
+            ..empty(diagnostics)
+        };
+    }
+
+    let mut errors = prepass::limit_nesting(&mut tokens);
+    let delimiters = Delimiters::compute(&tokens);
+    let eoi = file_span.end_point();
+    let (items, raw_errors) = {
+        let grammar = Grammar {
+            text,
+            tokens: &tokens,
+            delimiters: &delimiters,
+        };
+        let input = tokens.as_slice().split_token_span(eoi);
+        let (items, raw_errors) = file_parser(grammar).parse(input).into_output_errors();
+        (items.unwrap_or_default(), raw_errors)
+    };
+    let converter = super::parse_error::Converter::new(text, &tokens, &delimiters);
+    errors.extend(converter.convert_all(raw_errors));
+    // An unterminated block comment swallows the rest of the file, closing braces included:
+    // what the parser then misses is a consequence, already reported by the lexer.
+    if let Some(cut) = lexed
+        .errors
+        .iter()
+        .find(|e| e.kind == LexErrorKind::UnterminatedComment)
+    {
+        errors.retain(|e| e.span().start < cut.span.start);
+    }
+    diagnostics.extend(errors.iter().map(ParseError::diagnostic));
+    diagnostics::sort_and_dedup(&mut diagnostics);
+
+    let mut ast = SourceFileAst {
+        file,
+        items,
+        span: file_span,
+    };
+    super::docs::attach(&mut ast, text, &lexed.comments);
+    Parsed {
+        ast,
+        comments: lexed.comments,
+        diagnostics,
+    }
+}
+
+impl chumsky::span::Span for Span {
+    type Context = FileId;
+    type Offset = u32;
+
+    fn new(file: FileId, range: std::ops::Range<u32>) -> Self {
+        // chumsky builds the span of an empty match from the next token's start to the
+        // previous token's end; such a span becomes empty, right after the previous token.
+        if range.start > range.end {
+            return Span {
+                file,
+                start: range.end,
+                end: range.end,
+            };
+        }
+        Span {
+            file,
+            start: range.start,
+            end: range.end,
+        }
+    }
+
+    fn context(&self) -> FileId {
+        self.file
+    }
+
+    fn start(&self) -> u32 {
+        self.start
+    }
+
+    fn end(&self) -> u32 {
+        self.end
+    }
+}
+
+/// The parser's input: the token slice, split into tokens and spans.
+type Tokens<'tok, 'src> = MappedInput<'tok, Token<'src>, Span, &'tok [(Token<'src>, Span)]>;
+type Extra<'tok, 'src> = extra::Err<PErr<'tok, 'src>>;
+
+/// What the grammar's hand-written pieces (skipping, lookahead) need to see.
+#[derive(Clone, Copy)]
+struct Grammar<'tok, 'src> {
+    text: &'tok str,
+    tokens: &'tok [(Token<'src>, Span)],
+    delimiters: &'tok Delimiters,
+}
+
+/// The contextual words that start items (they are ordinary names elsewhere).
+const ITEM_WORDS: &[&str] = &["model", "workload", "target", "placement", "policy"];
+/// The contextual words that start policy rules.
+pub(crate) const RULE_WORDS: &[&str] = &[
+    "deny", "entitle", "quota", "window", "limit", "approval", "reclaim",
+];
+
+/// Whether `w` is one of the contextual words that start items.
+pub(crate) fn is_item_word(w: &str) -> bool {
+    ITEM_WORDS.contains(&w)
+}
+
+fn is_compare(tok: &Token<'_>) -> bool {
+    matches!(
+        tok,
+        Token::EqEq | Token::NotEq | Token::Lt | Token::Le | Token::Gt | Token::Ge
+    )
+}
+
+impl<'tok, 'src> Grammar<'tok, 'src> {
+    fn tok(&self, i: usize) -> Option<&'tok Token<'src>> {
+        self.tokens.get(i).map(|(t, _)| t)
+    }
+
+    /// An item starts at `i` at the top level: `use`, `const`, or an item word followed by a
+    /// name or `{`.
+    fn item_starts_at(&self, i: usize) -> bool {
+        match self.tok(i) {
+            Some(Token::Use | Token::Const) => true,
+            Some(Token::Ident(w)) if ITEM_WORDS.contains(w) => {
+                matches!(self.tok(i + 1), Some(Token::Ident(_) | Token::LBrace))
+            }
+            _ => false,
+        }
+    }
+
+    /// Inside a block, an item starts only where an item word, a name and `{` follow each
+    /// other (`target lyon {`): `model = x` and `target.class` are entries and names.
+    fn nested_item_starts_at(&self, i: usize) -> bool {
+        match self.tok(i) {
+            Some(Token::Use | Token::Const) => true,
+            Some(Token::Ident(w)) if ITEM_WORDS.contains(w) => {
+                matches!(self.tok(i + 1), Some(Token::Ident(_)))
+                    && matches!(self.tok(i + 2), Some(Token::LBrace))
+            }
+            _ => false,
+        }
+    }
+
+    /// An entry starts at `i`: `key =`, `key {`, `key label =`, `key label {`, `key <= …`.
+    fn entry_starts_at(&self, i: usize) -> bool {
+        if !matches!(self.tok(i), Some(Token::Ident(_))) || self.nested_item_starts_at(i) {
+            return false;
+        }
+        match self.tok(i + 1) {
+            Some(Token::Assign | Token::LBrace) => true,
+            Some(t) if is_compare(t) => true,
+            Some(Token::Ident(_)) => {
+                matches!(self.tok(i + 2), Some(Token::Assign | Token::LBrace))
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether token `i` is the first on its line.
+    fn first_on_line(&self, i: usize) -> bool {
+        let Some(prev) = i.checked_sub(1).and_then(|p| self.tokens.get(p)) else {
+            return true;
+        };
+        let Some((_, span)) = self.tokens.get(i) else {
+            return true;
+        };
+        self.text
+            .get(prev.1.end as usize..span.start as usize)
+            .is_some_and(|gap| gap.contains('\n'))
+    }
+
+    /// Where entry recovery resumes: an entry that starts a line, or a plain `key =`.
+    fn resume_entry_at(&self, i: usize) -> bool {
+        self.entry_starts_at(i)
+            && (self.first_on_line(i) || matches!(self.tok(i + 1), Some(Token::Assign)))
+    }
+
+    /// A name at `i` is an operand, unless it is the key of the next entry (`key =`) or a
+    /// policy rule word that starts a line and is followed by a name or string (`quota team(…)`,
+    /// `deny "…"`): a name followed by a name is never an expression.
+    fn name_operand_at(&self, i: usize) -> bool {
+        match self.tok(i + 1) {
+            Some(Token::Assign) => false,
+            Some(Token::Ident(_) | Token::Str(_)) => {
+                !(self.rule_starts_at(i) && self.first_on_line(i))
+            }
+            _ => true,
+        }
+    }
+
+    /// `d -> …` or `(a, b) -> …`.
+    fn lambda_starts_at(&self, i: usize) -> bool {
+        match self.tok(i) {
+            Some(Token::Ident(_)) => matches!(self.tok(i + 1), Some(Token::Arrow)),
+            Some(Token::LParen) => self
+                .delimiters
+                .partner(i)
+                .is_some_and(|close| matches!(self.tok(close + 1), Some(Token::Arrow))),
+            _ => false,
+        }
+    }
+
+    fn rule_starts_at(&self, i: usize) -> bool {
+        matches!(self.tok(i), Some(Token::Ident(w)) if RULE_WORDS.contains(w))
+    }
+
+    /// After `=`: the value is missing when what follows ends the entry or starts the next.
+    fn value_missing_at(&self, i: usize) -> bool {
+        match self.tok(i) {
+            None | Some(Token::RBrace) => true,
+            // Only `key =`: after `format = onnx`, `onnx gpu_memory = 12GiB` is not a
+            // labelled entry but a value and the next entry.
+            Some(Token::Ident(_)) => {
+                matches!(self.tok(i + 1), Some(Token::Assign)) || self.nested_item_starts_at(i)
+            }
+            Some(Token::Use | Token::Const) => true,
+            _ => false,
+        }
+    }
+
+    /// Skips at least one token, whole groups at a time, up to (not including) a token where
+    /// `stop_at` holds, a `}` that closes an enclosing block, or the end. Fails without
+    /// consuming where nothing can be skipped: at the end, at a `}` that closes an enclosing
+    /// block, and (inside blocks) at an item that starts there.
+    fn skipper(
+        self,
+        level: Level,
+        stop_at: impl Fn(&Self, usize) -> bool + Clone + 'tok,
+    ) -> impl Parser<'tok, Tokens<'tok, 'src>, Span, Extra<'tok, 'src>> + Clone + 'tok {
+        custom(
+            move |inp: &mut InputRef<'tok, '_, Tokens<'tok, 'src>, Extra<'tok, 'src>>| {
+                let before = inp.cursor();
+                let start: usize = inp.cursor().inner().0;
+                let mut i = start;
+                while let Some(tok) = self.tok(i) {
+                    let closes_block =
+                        matches!(tok, Token::RBrace) && self.delimiters.partner(i).is_some();
+                    let stop = if i == start {
+                        level == Level::Block && (closes_block || self.nested_item_starts_at(i))
+                    } else {
+                        stop_at(&self, i) || (level == Level::Block && matches!(tok, Token::RBrace))
+                    };
+                    if stop {
+                        break;
+                    }
+                    let next = match (prepass::opener(tok), self.delimiters.partner(i)) {
+                        (Some(_), Some(close)) => close + 1,
+                        _ => i + 1,
+                    };
+                    while i < next {
+                        inp.skip();
+                        i += 1;
+                    }
+                }
+                if i == start {
+                    let found = inp.peek_maybe();
+                    let span = inp.span_since(&before);
+                    return Err(expected_something(found, span));
+                }
+                Ok(inp.span_since(&before))
+            },
+        )
+    }
+
+    /// Succeeds, consuming nothing, where `pred` holds at the next token.
+    fn peek_if(
+        self,
+        pred: impl Fn(&Self, usize) -> bool + Clone + 'tok,
+    ) -> impl Parser<'tok, Tokens<'tok, 'src>, (), Extra<'tok, 'src>> + Clone + 'tok {
+        custom(
+            move |inp: &mut InputRef<'tok, '_, Tokens<'tok, 'src>, Extra<'tok, 'src>>| {
+                let i: usize = inp.cursor().inner().0;
+                if pred(&self, i) {
+                    Ok(())
+                } else {
+                    let before = inp.cursor();
+                    let found = inp.peek_maybe();
+                    inp.skip();
+                    let span = inp.span_since(&before);
+                    Err(expected_something(found, span))
+                }
+            },
+        )
+    }
+}
+
+/// Where a skipper runs: between items, or inside a block (entries, rules).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Level {
+    Top,
+    Block,
+}
+
+/// The error of a lookahead or skipper that did not apply (never shown on its own).
+fn expected_something<'tok, 'src>(
+    found: Option<chumsky::util::MaybeRef<'tok, Token<'src>>>,
+    span: Span,
+) -> PErr<'tok, 'src> {
+    <PErr<'tok, 'src> as chumsky::label::LabelError<Tokens<'tok, 'src>, &'static str>>::expected_found(
+        [label::SOMETHING],
+        found,
+        span,
+    )
+}
+
+/// A parser over our tokens, boxed where types would otherwise explode.
+type Boxed<'tok, 'src, O> = chumsky::Boxed<'tok, 'tok, Tokens<'tok, 'src>, O, Extra<'tok, 'src>>;
+
+fn ident<'tok, 'src: 'tok>()
+-> impl Parser<'tok, Tokens<'tok, 'src>, Ident, Extra<'tok, 'src>> + Clone {
+    select_ref! { Token::Ident(s) = e => Ident { name: (*s).to_string(), span: e.span() } }
+}
+
+/// A contextual keyword (`workload`, `deny`, …): an identifier with that text.
+fn word<'tok, 'src: 'tok>(
+    w: &'static str,
+) -> impl Parser<'tok, Tokens<'tok, 'src>, Span, Extra<'tok, 'src>> + Clone {
+    select_ref! { Token::Ident(s) = e if *s == w => e.span() }.labelled(w)
+}
+
+fn str_lit<'tok, 'src: 'tok>()
+-> impl Parser<'tok, Tokens<'tok, 'src>, StrLit, Extra<'tok, 'src>> + Clone {
+    select_ref! { Token::Str(s) = e => StrLit { value: s.clone(), span: e.span() } }
+        .labelled(label::STRING)
+}
+
+fn hole(span: Span) -> Expr {
+    Expr {
+        kind: ExprKind::Error,
+        span,
+    }
+}
+
+fn binary(op: BinaryOp, lhs: Expr, rhs: Expr, span: Span) -> Expr {
+    Expr {
+        kind: ExprKind::Binary {
+            op,
+            lhs: Box::new(lhs),
+            rhs: Box::new(rhs),
+        },
+        span,
+    }
+}
+
+/// A comparison written without parentheses (`a < b`, not `(a < b)`): a parenthesised
+/// expression's span starts at its `(`, before its left operand.
+fn is_bare_comparison(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Binary {
+            op: BinaryOp::Compare(_) | BinaryOp::In,
+            lhs,
+            ..
+        } => lhs.span.start == e.span.start,
+        _ => false,
+    }
+}
+
+/// The operators around `atom`, lowest precedence first: `or`, `and`, `not`, comparisons and
+/// `in` (not associative), `+ -`, `* /`, unary `-`, then member access and calls.
+fn with_operators<'tok, 'src: 'tok>(
+    atom: Boxed<'tok, 'src, Expr>,
+    args: Boxed<'tok, 'src, Vec<Expr>>,
+) -> impl Parser<'tok, Tokens<'tok, 'src>, Expr, Extra<'tok, 'src>> + Clone {
+    let compare = select_ref! {
+        Token::EqEq => BinaryOp::Compare(CompareOp::Eq),
+        Token::NotEq => BinaryOp::Compare(CompareOp::Ne),
+        Token::Lt => BinaryOp::Compare(CompareOp::Lt),
+        Token::Le => BinaryOp::Compare(CompareOp::Le),
+        Token::Gt => BinaryOp::Compare(CompareOp::Gt),
+        Token::Ge => BinaryOp::Compare(CompareOp::Ge),
+        Token::In => BinaryOp::In,
+    }
+    .labelled(label::OPERATOR);
+    let sum = select_ref! { Token::Plus => BinaryOp::Add, Token::Minus => BinaryOp::Sub }
+        .labelled(label::OPERATOR);
+    let product = select_ref! { Token::Star => BinaryOp::Mul, Token::Slash => BinaryOp::Div }
+        .labelled(label::OPERATOR);
+    let member = just(Token::Dot).ignore_then(ident().labelled(label::FIELD_NAME));
+    let fold = |l: Expr,
+                op: BinaryOp,
+                r: Expr,
+                e: &mut chumsky::input::MapExtra<
+        'tok,
+        '_,
+        Tokens<'tok, 'src>,
+        Extra<'tok, 'src>,
+    >| { binary(op, l, r, e.span()) };
+    atom.pratt(
+        (
+            infix(left(1), just(Token::Or).to(BinaryOp::Or), fold),
+            infix(left(2), just(Token::And).to(BinaryOp::And), fold),
+            prefix(3, just(Token::Not), |_, operand: Expr, e| Expr {
+                kind: ExprKind::Unary {
+                    op: UnaryOp::Not,
+                    operand: Box::new(operand),
+                },
+                span: e.span(),
+            }),
+            infix(
+                left(4),
+                compare,
+                |l: Expr,
+                 op: BinaryOp,
+                 r: Expr,
+                 e: &mut chumsky::input::MapExtra<
+                    'tok,
+                    '_,
+                    Tokens<'tok, 'src>,
+                    Extra<'tok, 'src>,
+                >| {
+                    let span = e.span();
+                    if is_bare_comparison(&l) {
+                        e.emit(PErr::custom(span, Custom::ChainedComparison));
+                    }
+                    binary(op, l, r, span)
+                },
+            ),
+            infix(left(5), sum, fold),
+            infix(left(6), product, fold),
+            prefix(7, just(Token::Minus), |_, operand: Expr, e| Expr {
+                kind: ExprKind::Unary {
+                    op: UnaryOp::Neg,
+                    operand: Box::new(operand),
+                },
+                span: e.span(),
+            }),
+            postfix(8, member, |base: Expr, field: Ident, e| Expr {
+                kind: ExprKind::Member {
+                    base: Box::new(base),
+                    field,
+                },
+                span: e.span(),
+            }),
+            postfix(8, args, |callee: Expr, args: Vec<Expr>, e| Expr {
+                kind: ExprKind::Call {
+                    callee: Box::new(callee),
+                    args,
+                },
+                span: e.span(),
+            }),
+        ),
+    )
+}
+
+/// The whole grammar. Returns the items of the file.
+fn file_parser<'tok, 'src: 'tok>(
+    g: Grammar<'tok, 'src>,
+) -> impl Parser<'tok, Tokens<'tok, 'src>, Vec<Item>, Extra<'tok, 'src>> + 'tok {
+    let mut expr = Recursive::<
+        chumsky::recursive::Indirect<'tok, 'tok, Tokens<'tok, 'src>, Expr, Extra<'tok, 'src>>,
+    >::declare();
+    let mut body = Recursive::<
+        chumsky::recursive::Indirect<'tok, 'tok, Tokens<'tok, 'src>, Body, Extra<'tok, 'src>>,
+    >::declare();
+
+    // ---- expressions ----
+    let literal = select_ref! {
+        Token::Int(n) => ExprKind::Int(*n),
+        Token::Decimal(d) => ExprKind::Decimal(*d),
+        Token::Str(s) => ExprKind::Str(s.clone()),
+        Token::True => ExprKind::Bool(true),
+        Token::False => ExprKind::Bool(false),
+        Token::Quantity(q) => ExprKind::Quantity(*q),
+        Token::Clock(c) => ExprKind::Clock(*c),
+        // The lexer reported it; it stands for a value.
+        Token::Invalid => ExprKind::Error,
+    }
+    .map_with(|kind, e| Expr {
+        kind,
+        span: e.span(),
+    });
+
+    // A name directly followed by `=` is the key of the next entry, never an operand.
+    let name = g
+        .peek_if(|g, i| g.name_operand_at(i))
+        .ignore_then(ident())
+        .map(|id| Expr {
+            span: id.span,
+            kind: ExprKind::Name(id),
+        });
+
+    let delimited_recovery = |open: Token<'src>, close: Token<'src>| {
+        let others: [(Token<'src>, Token<'src>); 2] = match open {
+            Token::LBracket => [
+                (Token::LParen, Token::RParen),
+                (Token::LBrace, Token::RBrace),
+            ],
+            Token::LParen => [
+                (Token::LBracket, Token::RBracket),
+                (Token::LBrace, Token::RBrace),
+            ],
+            _ => [
+                (Token::LParen, Token::RParen),
+                (Token::LBracket, Token::RBracket),
+            ],
+        };
+        via_parser(nested_delimiters(open, close, others, hole))
+    };
+
+    let list = expr
+        .clone()
+        .separated_by(just(Token::Comma))
+        .allow_trailing()
+        .collect::<Vec<_>>()
+        .delimited_by(just(Token::LBracket), just(Token::RBracket))
+        .map_with(|items, e| Expr {
+            kind: ExprKind::List(items),
+            span: e.span(),
+        })
+        .labelled(label::LIST)
+        .as_context()
+        .recover_with(delimited_recovery(Token::LBracket, Token::RBracket))
+        .boxed();
+
+    let map_key = ident()
+        .map(MapKey::Name)
+        .or(str_lit().map(MapKey::Str))
+        .labelled(label::MAP_KEY);
+    let map_entry = map_key
+        .then_ignore(just(Token::Colon))
+        .then(expr.clone())
+        .map_with(|(key, value), e| MapEntry {
+            key,
+            value,
+            span: e.span(),
+        });
+    let map = map_entry
+        .separated_by(just(Token::Comma))
+        .allow_trailing()
+        .collect::<Vec<_>>()
+        .delimited_by(just(Token::LBrace), just(Token::RBrace))
+        .map_with(|entries, e| Expr {
+            kind: ExprKind::Map(entries),
+            span: e.span(),
+        })
+        .labelled(label::MAP)
+        .as_context()
+        .recover_with(delimited_recovery(Token::LBrace, Token::RBrace))
+        .boxed();
+
+    let record = g
+        .peek_if(|g, i| matches!(g.tok(i + 1), Some(Token::LBrace)))
+        .ignore_then(ident())
+        .then(body.clone())
+        .map_with(|(ctor, body), e| Expr {
+            kind: ExprKind::Record { ctor, body },
+            span: e.span(),
+        });
+
+    let lambda = g
+        .peek_if(|g, i| g.lambda_starts_at(i))
+        .ignore_then(
+            ident().map(|p| vec![p]).or(ident()
+                .separated_by(just(Token::Comma))
+                .allow_trailing()
+                .collect::<Vec<_>>()
+                .delimited_by(just(Token::LParen), just(Token::RParen))),
+        )
+        .then_ignore(just(Token::Arrow))
+        .then(expr.clone())
+        .map_with(|(params, body), e| Expr {
+            kind: ExprKind::Lambda {
+                params,
+                body: Box::new(body),
+            },
+            span: e.span(),
+        });
+
+    let parens = expr
+        .clone()
+        .delimited_by(just(Token::LParen), just(Token::RParen))
+        .map_with(|inner: Expr, e| Expr {
+            kind: inner.kind,
+            span: e.span(),
+        })
+        .labelled(label::PARENS)
+        .as_context()
+        .recover_with(delimited_recovery(Token::LParen, Token::RParen));
+
+    let args = expr
+        .clone()
+        .separated_by(just(Token::Comma))
+        .allow_trailing()
+        .collect::<Vec<_>>()
+        .delimited_by(just(Token::LParen), just(Token::RParen))
+        .labelled(label::ARGS)
+        .as_context()
+        .recover_with(via_parser(nested_delimiters(
+            Token::LParen,
+            Token::RParen,
+            [
+                (Token::LBracket, Token::RBracket),
+                (Token::LBrace, Token::RBrace),
+            ],
+            |span| vec![hole(span)],
+        )))
+        .boxed();
+
+    let atom_common = choice((literal, lambda, list, map, parens, name))
+        .labelled(label::EXPRESSION)
+        .boxed();
+    let atom_full = record.or(atom_common.clone()).boxed();
+    expr.define(with_operators(atom_full, args.clone()));
+    // A condition or subject right before a body: `approval when x > limit { … }` must not
+    // read `limit { … }` as a record.
+    let expr_no_record = with_operators(atom_common, args).boxed();
+
+    // ---- blocks and entries ----
+    let value = g
+        .peek_if(|g, i| g.value_missing_at(i))
+        .validate(|(), e, emitter| {
+            let at: Span = e.span();
+            emitter.emit(PErr::custom(at, Custom::MissingValue));
+            hole(at)
+        })
+        .or(expr.clone())
+        .boxed();
+
+    let compare_op = select_ref! {
+        Token::EqEq => CompareOp::Eq,
+        Token::NotEq => CompareOp::Ne,
+        Token::Lt => CompareOp::Lt,
+        Token::Le => CompareOp::Le,
+        Token::Gt => CompareOp::Gt,
+        Token::Ge => CompareOp::Ge,
+    };
+
+    enum Tail {
+        Field(Option<Ident>, Expr),
+        Block(Option<Ident>, Body),
+        Bound(CompareOp, Expr),
+    }
+    enum LabelledTail {
+        Value(Expr),
+        Body(Body),
+    }
+    let labelled_tail = ident()
+        .then(choice((
+            just(Token::Assign)
+                .ignore_then(value.clone())
+                .map(LabelledTail::Value),
+            body.clone().map(LabelledTail::Body),
+        )))
+        .map(|(label, tail)| match tail {
+            LabelledTail::Value(v) => Tail::Field(Some(label), v),
+            LabelledTail::Body(b) => Tail::Block(Some(label), b),
+        });
+    let entry_tail = choice((
+        just(Token::Assign)
+            .ignore_then(value.clone())
+            .map(|v| Tail::Field(None, v)),
+        body.clone().map(|b| Tail::Block(None, b)),
+        compare_op
+            .then(expr.clone())
+            .map(|(op, v)| Tail::Bound(op, v)),
+        labelled_tail,
+    ))
+    .labelled(label::ENTRY_TAIL);
+    let entry = g
+        .peek_if(|g, i| !g.nested_item_starts_at(i))
+        .ignore_then(ident().labelled(label::ENTRY))
+        .then(entry_tail)
+        .map_with(|(key, tail), e| Entry {
+            docs: Vec::new(),
+            kind: match tail {
+                Tail::Field(label, value) => EntryKind::Field { key, label, value },
+                Tail::Block(label, body) => EntryKind::Block { key, label, body },
+                Tail::Bound(op, value) => EntryKind::Bound { key, op, value },
+            },
+            span: e.span(),
+        })
+        .recover_with(via_parser(
+            g.skipper(Level::Block, |g, i| {
+                g.resume_entry_at(i) || g.nested_item_starts_at(i)
+            })
+            .map(|span| Entry {
+                docs: Vec::new(),
+                kind: EntryKind::Error,
+                span,
+            }),
+        ))
+        .boxed();
+
+    let separators = select_ref! { Token::Semi => (), Token::Comma => () }.repeated();
+    // A block that meets an item keyword or the end of the file is closed there.
+    let close_brace = just(Token::RBrace).ignored().recover_with(via_parser(
+        g.peek_if(|g, i| g.tok(i).is_none() || g.nested_item_starts_at(i)),
+    ));
+    body.define(
+        just(Token::LBrace)
+            .ignore_then(separators)
+            .ignore_then(entry.then_ignore(separators).repeated().collect::<Vec<_>>())
+            .then_ignore(close_brace.clone())
+            .map_with(|entries, e| Body {
+                entries,
+                span: e.span(),
+            })
+            .labelled(label::BODY)
+            .as_context(),
+    );
+
+    // ---- policy rules ----
+    let when = just(Token::When);
+    let deny = word("deny")
+        .ignore_then(str_lit())
+        .then_ignore(when.clone())
+        .then(expr.clone())
+        .map(|(reason, condition)| RuleKind::Deny { reason, condition });
+    let entitle = word("entitle")
+        .ignore_then(expr_no_record.clone())
+        .then(body.clone())
+        .map(|(subject, body)| RuleKind::Entitle { subject, body });
+    let quota = word("quota")
+        .ignore_then(expr_no_record.clone())
+        .then(body.clone())
+        .map(|(subject, body)| RuleKind::Quota { subject, body });
+    let clock = select_ref! { Token::Clock(c) = e => Spanned { value: *c, span: e.span() } }
+        .labelled(label::CLOCK);
+    let window = word("window")
+        .ignore_then(ident().labelled(label::NAME))
+        .then_ignore(just(Token::Assign))
+        .then(expr_no_record.clone())
+        .then(clock)
+        .then_ignore(just(Token::DotDot))
+        .then(clock)
+        .then_ignore(just(Token::In))
+        .then(str_lit())
+        .map(|((((name, days), start), end), zone)| RuleKind::Window {
+            name,
+            days,
+            start,
+            end,
+            zone,
+        });
+    let limit = word("limit")
+        .ignore_then(ident().labelled(label::SELECTOR))
+        .then(expr_no_record.clone())
+        .then_ignore(just(Token::During))
+        .then(ident().labelled(label::NAME))
+        .then(body.clone())
+        .map(|(((selector, value), window), body)| RuleKind::Limit {
+            selector,
+            value,
+            window,
+            body,
+        });
+    let approval = word("approval")
+        .ignore_then(when.clone())
+        .ignore_then(expr_no_record.clone())
+        .then(body.clone())
+        .map(|(condition, body)| RuleKind::Approval { condition, body });
+    let reclaim = word("reclaim")
+        .ignore_then(ident().labelled(label::SELECTOR))
+        .then(expr_no_record.clone())
+        .then_ignore(when)
+        .then(expr.clone())
+        .map(|((selector, value), condition)| RuleKind::Reclaim {
+            selector,
+            value,
+            condition,
+        });
+    let rule = choice((deny, entitle, quota, window, limit, approval, reclaim))
+        .labelled(label::RULE)
+        .map_with(|kind, e| Rule {
+            docs: Vec::new(),
+            kind,
+            span: e.span(),
+        })
+        .recover_with(via_parser(
+            g.skipper(Level::Block, |g, i| {
+                g.rule_starts_at(i) || g.nested_item_starts_at(i)
+            })
+            .map(|span| Rule {
+                docs: Vec::new(),
+                kind: RuleKind::Error,
+                span,
+            }),
+        ))
+        .boxed();
+    let rules = just(Token::LBrace)
+        .ignore_then(separators)
+        .ignore_then(rule.then_ignore(separators).repeated().collect::<Vec<_>>())
+        .then_ignore(close_brace)
+        .map_with(|rules, e| (rules, e.span()))
+        .labelled(label::BODY)
+        .as_context();
+
+    // ---- items ----
+    let use_group = ident()
+        .separated_by(just(Token::Comma))
+        .allow_trailing()
+        .collect::<Vec<_>>()
+        .delimited_by(just(Token::LBrace), just(Token::RBrace))
+        .map(UseTree::Group);
+    let use_glob = just(Token::Star).map_with(|_, e| UseTree::Glob(e.span()));
+    let use_item = just(Token::Use)
+        .ignore_then(ident().labelled(label::PATH))
+        .then(
+            just(Token::Dot)
+                .ignore_then(ident())
+                .repeated()
+                .collect::<Vec<_>>(),
+        )
+        .then(
+            just(Token::Dot)
+                .ignore_then(use_group.or(use_glob).labelled(label::USE_TREE))
+                .or_not(),
+        )
+        .map(|((first, rest), tree)| {
+            let mut path = vec![first];
+            path.extend(rest);
+            ItemKind::Use(UseItem {
+                path,
+                tree: tree.unwrap_or(UseTree::Single),
+            })
+        });
+
+    let const_item = just(Token::Const)
+        .ignore_then(ident().labelled(label::NAME))
+        .then_ignore(just(Token::Assign))
+        .then(value)
+        .map(|(name, value)| {
+            ItemKind::Const(ConstItem {
+                name: Some(name),
+                value,
+            })
+        });
+
+    // `workload {`: the name is missing; report it and parse the body anyway.
+    let name_or_missing = ident()
+        .labelled(label::NAME)
+        .map(Some)
+        .or(just(Token::LBrace).rewind().validate(|_, e, emitter| {
+            emitter.emit(PErr::custom(e.span(), Custom::MissingName));
+            None
+        }));
+    let decl_kind = select_ref! {
+        Token::Ident("model") = e => (DeclKind::Model, e.span()),
+        Token::Ident("workload") = e => (DeclKind::Workload, e.span()),
+        Token::Ident("target") = e => (DeclKind::Target, e.span()),
+        Token::Ident("placement") = e => (DeclKind::Placement, e.span()),
+    };
+    let decl = decl_kind.then(name_or_missing.clone()).then(body).map(
+        |(((kind, keyword_span), name), body)| {
+            ItemKind::Decl(Decl {
+                kind,
+                keyword_span,
+                name,
+                body,
+            })
+        },
+    );
+    let policy = word("policy").then(name_or_missing).then(rules).map(
+        |((keyword_span, name), (rules, body_span))| {
+            ItemKind::Policy(PolicyItem {
+                keyword_span,
+                name,
+                rules,
+                body_span,
+            })
+        },
+    );
+
+    let item = choice((use_item, const_item, decl, policy))
+        .labelled(label::ITEM)
+        .map_with(|kind, e| Item {
+            docs: Vec::new(),
+            kind,
+            span: e.span(),
+        })
+        .recover_with(via_parser(
+            g.skipper(Level::Top, |g, i| g.item_starts_at(i))
+                .map(|span| Item {
+                    docs: Vec::new(),
+                    kind: ItemKind::Error,
+                    span,
+                }),
+        ));
+    // Stray `}` at the top level are skipped by the item recovery like any other token.
+    let stray_close = just(Token::RBrace)
+        .map_with(|_, e| Item {
+            docs: Vec::new(),
+            kind: ItemKind::Error,
+            span: e.span(),
+        })
+        .validate(|item, _, emitter| {
+            emitter.emit(PErr::custom(item.span, Custom::StrayClose));
+            item
+        });
+    separators
+        .ignore_then(
+            item.or(stray_close)
+                .then_ignore(separators)
+                .repeated()
+                .collect::<Vec<_>>(),
+        )
+        .then_ignore(end())
 }
