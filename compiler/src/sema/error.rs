@@ -517,7 +517,7 @@ impl SemaError {
                 suggestion,
             } => {
                 let d = Diagnostic::error(
-                    Code::UnknownTimeZone,
+                    Code::UnknownTimeZoneName,
                     format!("unknown time zone `{zone}`"),
                     *span,
                 )
