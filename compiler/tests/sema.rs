@@ -482,3 +482,47 @@ fn span_table_keys_follow_the_documented_paths() {
     assert_eq!(ir.spans.denies.len(), ir.policy.denies.len());
     assert_eq!(ir.spans.windows.len(), ir.policy.windows.len());
 }
+
+/// The IR semantics produces is what the placement engine and the verifier consume: every
+/// example plans, and its plan verifies. For the three plants, the README's intended
+/// decisions hold.
+#[test]
+fn examples_plan_and_verify() {
+    let at: jiff::Timestamp = "2026-03-04T10:00:00Z".parse().unwrap_or_default();
+    let mut summary = String::new();
+    for dir in example_dirs() {
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let (map, _, ir, diags) = check(&spec_files(&dir));
+        let Some(ir) = ir else {
+            panic!("{name}:\n{}", render(&map, &diags))
+        };
+        let plan = berth_compiler::placement::plan(&ir, &map, at, "sha256:test", "test");
+        let verdict = berth_compiler::verify::verify(&ir, &plan, at);
+        assert!(verdict.is_ok(), "{name}: {:?}", verdict.err());
+        for w in &plan.workloads {
+            let places: Vec<String> = w
+                .placements
+                .iter()
+                .map(|p| {
+                    let variant = p
+                        .variant
+                        .as_ref()
+                        .map(|v| v.variant.clone())
+                        .unwrap_or_default();
+                    format!("{}×{}:{}", p.replicas, p.target, variant)
+                })
+                .collect();
+            let _ = writeln!(
+                summary,
+                "{name}/{}: {:?} {}",
+                w.workload,
+                w.status,
+                places.join(" ")
+            );
+        }
+    }
+    insta::assert_snapshot!(summary);
+}
