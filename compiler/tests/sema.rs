@@ -526,3 +526,18 @@ fn examples_plan_and_verify() {
     }
     insta::assert_snapshot!(summary);
 }
+
+/// `docs/schema.md` is generated from the schema tables.
+#[test]
+fn schema_reference_is_up_to_date() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/schema.md");
+    let want = sema::schema::reference_markdown();
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        let _ = std::fs::write(&path, &want);
+    }
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        have == want,
+        "docs/schema.md is out of date: regenerate it with `UPDATE_DOCS=1 cargo test -p berth-compiler --test sema`"
+    );
+}
