@@ -895,27 +895,6 @@ pub fn decl_schema(kind: crate::syntax::ast::DeclKind) -> &'static BlockSchema {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn field_names_are_unique_and_documented() {
-        for b in ALL_BLOCKS {
-            assert!(!b.doc.is_empty(), "{}", b.name);
-            for (i, f) in b.fields.iter().enumerate() {
-                assert!(!f.doc.is_empty(), "{}.{}", b.name, f.name);
-                assert!(
-                    b.fields[..i].iter().all(|g| g.name != f.name),
-                    "{}.{} twice",
-                    b.name,
-                    f.name
-                );
-            }
-        }
-    }
-}
-
 /// The reference of every block kind as Markdown (`docs/schema.md` is this text; a test keeps
 /// it current).
 pub fn reference_markdown() -> String {
@@ -970,4 +949,25 @@ pub fn reference_markdown() -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_names_are_unique_and_documented() {
+        for b in ALL_BLOCKS {
+            assert!(!b.doc.is_empty(), "{}", b.name);
+            for (i, f) in b.fields.iter().enumerate() {
+                assert!(!f.doc.is_empty(), "{}.{}", b.name, f.name);
+                assert!(
+                    b.fields[..i].iter().all(|g| g.name != f.name),
+                    "{}.{} twice",
+                    b.name,
+                    f.name
+                );
+            }
+        }
+    }
 }
