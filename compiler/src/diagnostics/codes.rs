@@ -117,7 +117,7 @@ codes! {
     /// A `deny` condition (or `and`/`or`/`not` operand) that is not a boolean.
     NotBoolean = "E0313", "condition is not a boolean";
     /// A window's time zone that is not an IANA time zone name.
-    UnknownTimeZoneName = "E0314", "unknown time zone";
+    UnknownTimeZone = "E0314", "unknown time zone";
     /// A window's days that are not `weekdays`, `weekends`, `daily` or a list of days.
     InvalidDays = "E0315", "invalid window days";
     /// A method other than `any`/`all`, or a lambda with the wrong number of parameters.

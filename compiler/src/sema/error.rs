@@ -517,7 +517,7 @@ impl SemaError {
                 suggestion,
             } => {
                 let d = Diagnostic::error(
-                    Code::UnknownTimeZoneName,
+                    Code::UnknownTimeZone,
                     format!("unknown time zone `{zone}`"),
                     *span,
                 )
