@@ -379,3 +379,165 @@ fn print_documented_examples() {
         }
     }
 }
+
+/// Imports are per file, names are shared by all files, and duplicates across files are
+/// found with both spans.
+#[test]
+fn files_share_one_namespace_but_not_their_imports() {
+    let a = (
+        "a.berth".to_string(),
+        "use std.gpu.L4\nconst gpu = L4\ntarget lyon {\n  class = factory  runtime = local  connectivity = connected  cpu = 8  memory = 16GiB\n  pool p { accelerator = gpu  count = 1 }\n}\n".to_string(),
+    );
+    let b = (
+        "b.berth".to_string(),
+        "target paris {\n  class = factory  runtime = local  connectivity = connected  cpu = 8  memory = 16GiB\n  pool p { accelerator = L4  count = 1 }\n}\nconst lyon = 1\n".to_string(),
+    );
+    let (map, _, ir, diags) = check(&[a, b]);
+    assert!(ir.is_none());
+    insta::assert_snapshot!(render(&map, &diags), @r"
+    error[E0201] b.berth:3:26: unknown name `L4`
+      primary `L4`: expected an accelerator
+      help: `L4` is in `std.gpu`: add `use std.gpu.L4` to this file
+    error[E0202] b.berth:5:7: `lyon` is defined more than once
+      primary `lyon`: defined again here
+      label a.berth:3:8 `lyon`: first defined here
+      help: names are shared by every file of the spec: rename one of them
+    ");
+}
+
+/// Removing any one line of any example never makes analysis panic, and every error it
+/// reports points into the spec's own files.
+#[test]
+fn broken_examples_never_panic() {
+    for dir in example_dirs() {
+        let files = spec_files(&dir);
+        for (f, (_, text)) in files.iter().enumerate() {
+            let lines: Vec<&str> = text.lines().collect();
+            for skip in 0..lines.len() {
+                let mut broken = files.clone();
+                let kept: Vec<&str> = lines
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != skip)
+                    .map(|(_, l)| *l)
+                    .collect();
+                broken[f].1 = kept.join("\n");
+                let (map, _, _, diags) = check(&broken);
+                for d in &diags {
+                    assert!(map.get(d.primary.span.file).is_some(), "{d:?}");
+                }
+            }
+        }
+    }
+}
+
+/// The span table has the documented keys.
+#[test]
+fn span_table_keys_follow_the_documented_paths() {
+    let dir = example_dirs()
+        .into_iter()
+        .find(|d| d.ends_with("three-plants"));
+    let Some(dir) = dir else {
+        panic!("three-plants example missing")
+    };
+    let (map, _, ir, _) = check(&spec_files(&dir));
+    let Some(ir) = ir else {
+        panic!("three-plants does not check")
+    };
+    let w = &ir.spans.workloads[0];
+    for key in [
+        "replicas",
+        "resources.gpu",
+        "data.line_images.max_latency",
+        "services.object_store",
+        "connectivity",
+        "class",
+        "environments",
+        "placement.spread",
+    ] {
+        assert!(
+            w.fields.contains_key(key),
+            "workload span key {key}: {:?}",
+            w.fields.keys()
+        );
+    }
+    let t = &ir.spans.targets[0];
+    for key in [
+        "pool.l4.accelerator",
+        "data.line_images",
+        "services.object_store",
+        "connectivity",
+    ] {
+        assert!(
+            t.fields.contains_key(key),
+            "target span key {key}: {:?}",
+            t.fields.keys()
+        );
+    }
+    let file = map.get(w.field("resources.gpu").file);
+    assert_eq!(
+        file.map(|f| f.slice(w.field("resources.gpu"))),
+        Some("gpu = 1")
+    );
+    assert_eq!(ir.spans.denies.len(), ir.policy.denies.len());
+    assert_eq!(ir.spans.windows.len(), ir.policy.windows.len());
+}
+
+/// The IR semantics produces is what the placement engine and the verifier consume: every
+/// example plans, and its plan verifies. For the three plants, the README's intended
+/// decisions hold.
+#[test]
+fn examples_plan_and_verify() {
+    let at: jiff::Timestamp = "2026-03-04T10:00:00Z".parse().unwrap_or_default();
+    let mut summary = String::new();
+    for dir in example_dirs() {
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let (map, _, ir, diags) = check(&spec_files(&dir));
+        let Some(ir) = ir else {
+            panic!("{name}:\n{}", render(&map, &diags))
+        };
+        let plan = berth_compiler::placement::plan(&ir, &map, at, "sha256:test", "test");
+        let verdict = berth_compiler::verify::verify(&ir, &plan, at);
+        assert!(verdict.is_ok(), "{name}: {:?}", verdict.err());
+        for w in &plan.workloads {
+            let places: Vec<String> = w
+                .placements
+                .iter()
+                .map(|p| {
+                    let variant = p
+                        .variant
+                        .as_ref()
+                        .map(|v| v.variant.clone())
+                        .unwrap_or_default();
+                    format!("{}×{}:{}", p.replicas, p.target, variant)
+                })
+                .collect();
+            let _ = writeln!(
+                summary,
+                "{name}/{}: {:?} {}",
+                w.workload,
+                w.status,
+                places.join(" ")
+            );
+        }
+    }
+    insta::assert_snapshot!(summary);
+}
+
+/// `docs/schema.md` is generated from the schema tables.
+#[test]
+fn schema_reference_is_up_to_date() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/schema.md");
+    let want = sema::schema::reference_markdown();
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        let _ = std::fs::write(&path, &want);
+    }
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        have == want,
+        "docs/schema.md is out of date: regenerate it with `UPDATE_DOCS=1 cargo test -p berth-compiler --test sema`"
+    );
+}

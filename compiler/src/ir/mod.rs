@@ -659,6 +659,10 @@ pub enum Value {
 /// Field keys are dotted paths as written: `replicas`, `resources.gpu`,
 /// `data.line_images.max_latency`, `services.object_store`, `pool.l4.accelerator`,
 /// `data.line_images` (a target's offer), `connectivity`, `class`, `environments`.
+/// Models use `variant.fp16` and `variant.fp16.gpu_memory`; a workload's `placement` block is
+/// under `placement` and `placement.spread`, `placement.targets`, …; records nest the same
+/// way (`runtime.context`, `connectivity.wan_latency`). Spans cover the whole entry
+/// (`gpu = 1`), or the list element for `services.NAME`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SpanTable {
     pub workloads: Vec<ItemSpans>,

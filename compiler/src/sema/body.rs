@@ -166,7 +166,15 @@ impl<'a> Checker<'a> {
                 value,
             });
         }
-        self.report_missing(&fields, owner, anchor);
+        // A body the parser could not read completely may hold the "missing" field in the
+        // part it skipped: do not guess.
+        if !body
+            .entries
+            .iter()
+            .any(|e| matches!(e.kind, EntryKind::Error))
+        {
+            self.report_missing(&fields, owner, anchor);
+        }
         fields
     }
 

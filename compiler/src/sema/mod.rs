@@ -76,13 +76,16 @@ fn run(std_parsed: &[Parsed], user: &[&SourceFileAst]) -> (Ir, Vec<Diagnostic>) 
 /// Unknown names in constants are reported unless an error already points there.
 fn finish_lint(ck: &mut Checker<'_>) {
     let lint = std::mem::take(&mut ck.lint);
+    if lint.is_empty() {
+        return;
+    }
+    let reported: std::collections::BTreeSet<crate::source::Span> = ck
+        .errors
+        .iter()
+        .map(|x| x.diagnostic().primary.span)
+        .collect();
     for e in lint {
-        let span = e.diagnostic().primary.span;
-        if !ck
-            .errors
-            .iter()
-            .any(|x| x.diagnostic().primary.span == span)
-        {
+        if !reported.contains(&e.diagnostic().primary.span) {
             ck.errors.push(e);
         }
     }

@@ -895,6 +895,62 @@ pub fn decl_schema(kind: crate::syntax::ast::DeclKind) -> &'static BlockSchema {
     }
 }
 
+/// The reference of every block kind as Markdown (`docs/schema.md` is this text; a test keeps
+/// it current).
+pub fn reference_markdown() -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from(
+        "# Block schemas\n\n\
+         Generated from `compiler/src/sema/schema.rs` (the tables the checker and the language \
+         server use); a test fails when this file is out of date \
+         (regenerate with `UPDATE_DOCS=1 cargo test -p berth-compiler --test sema`).\n",
+    );
+    for b in ALL_BLOCKS {
+        let _ = write!(out, "\n## `{}`\n\n{}\n\n", b.name, b.doc);
+        if b.fields.is_empty() {
+            out.push_str("No fields.\n");
+            continue;
+        }
+        out.push_str("| Field | Written | Type | Presence | Meaning |\n|---|---|---|---|---|\n");
+        for f in b.fields {
+            let ty = match &f.shape {
+                Shape::Value(t) | Shape::Labelled(t) | Shape::Bound(t) => t.describe(),
+                Shape::Block(s) | Shape::LabelledBlock(s) => format!("block `{}`", s.name),
+            };
+            let presence = match f.presence {
+                Presence::Required => "required".to_string(),
+                Presence::Optional => "optional".to_string(),
+                Presence::Default(d) => format!("default: {d}"),
+                Presence::Repeated => "any number".to_string(),
+                Presence::AtLeastOne => "at least one".to_string(),
+            };
+            let _ = writeln!(
+                out,
+                "| `{}` | `{}` | {} | {} | {} |",
+                f.name,
+                f.shape.example(f.name),
+                ty.replace('|', "\\|"),
+                presence,
+                f.doc.replace('|', "\\|"),
+            );
+        }
+    }
+    let _ = write!(
+        out,
+        "\n## Constructors\n\n| Where | Constructor | Meaning |\n|---|---|---|\n"
+    );
+    for (what, ctors) in [
+        ("`runtime`", RUNTIMES),
+        ("`connectivity` of a target", LINKS),
+        ("`data NAME =` of a target", DATA_OFFERS),
+    ] {
+        for c in ctors {
+            let _ = writeln!(out, "| {what} | `{}` | {} |", c.name, c.doc);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
