@@ -219,7 +219,7 @@ codes! {
     /// A placement on a target for which a deny rule holds.
     PlacementDenied = "E0621", "placement denied by policy";
     /// A window whose time zone the bundled time-zone database does not know.
-    UnknownTimeZone = "E0622", "unknown time zone";
+    WindowZoneUnknown = "E0622", "window time zone unknown to the verifier";
     /// A window recorded as in effect (or not) when at the plan instant it is not (or is).
     WindowStateMismatch = "E0623", "window state mismatch";
     /// GPUs held by matching workloads above a `limit … during …` while its window is in

@@ -318,7 +318,7 @@ impl Violation {
             V::OverEntitlement { .. } => Code::OverEntitlement,
             V::NotEntitled { .. } => Code::NotEntitled,
             V::Denied { .. } => Code::PlacementDenied,
-            V::UnknownTimeZone { .. } => Code::UnknownTimeZone,
+            V::UnknownTimeZone { .. } => Code::WindowZoneUnknown,
             V::WindowStateMismatch { .. } => Code::WindowStateMismatch,
             V::WindowLimitExceeded { .. } => Code::WindowLimitExceeded,
             V::SpreadExceeded { .. } => Code::SpreadExceeded,
