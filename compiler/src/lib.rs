@@ -6,6 +6,7 @@
 pub mod diagnostics;
 pub mod driver;
 pub mod ir;
+pub mod placement;
 pub mod plan;
 pub mod sema;
 pub mod source;

@@ -7,6 +7,8 @@
 //! diagnostics, `explain` and the plan's rejection reasons.
 
 pub mod eval;
+#[doc(hidden)]
+pub mod testkit;
 
 use crate::source::Span;
 use serde::{Deserialize, Serialize};

@@ -140,7 +140,8 @@ pub struct Rejection {
     /// A stable machine-readable reason (`gpu_memory`, `data_latency`, `service_maturity`,
     /// `connectivity`, `environment`, `accelerator`, `no_variant`, `cpu`, `memory`,
     /// `not_candidate`, `denied`, `not_entitled`, `quota`, `window_limit`, `capacity`,
-    /// `spread`, `isolation`, `not_needed`).
+    /// `spread`, `isolation`, `not_needed`; also `mig`, `gpu_count`, `data_unavailable`,
+    /// `entitlement_limit`).
     pub reason: String,
     /// Human sentence, e.g. "needs 20GiB per GPU; pool `t4` offers 16GiB (T4)".
     pub message: String,
@@ -148,6 +149,14 @@ pub struct Rejection {
     pub requirement: Option<SourceRef>,
     /// Where the offer is written (in the target).
     pub offer: Option<SourceRef>,
+    /// How many further targets were rejected at the same stage for the same reason and are
+    /// not listed one by one (large estates: see `docs/placement.md`); 0 when all are listed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub others: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -1,0 +1,672 @@
+//! Assignment: replicas onto (target, pool) slots, respecting capacity, caps, spread and
+//! isolation, ranked by the workload's preferences.
+//!
+//! A fast heuristic in three phases, all deterministic (ties broken by IR index; no hashed
+//! iteration anywhere):
+//!
+//! 1. **Greedy.** Workloads in priority order — class (production, staging, development,
+//!    experiment), then most constrained first (fewest permitted targets), then name. Each
+//!    replica goes to the best-ranked feasible option; among options ranked equal, the best
+//!    fit (least capacity left over).
+//! 2. **Repair.** For a workload left short because a pool is full, try to move replicas of
+//!    other workloads out of that pool to another of their feasible options (never
+//!    unplacing anything), then place. Moves that do not free enough are undone.
+//! 3. **Improve.** Move replicas to strictly better-ranked options that became feasible
+//!    (capacity freed by repairs), until nothing moves (at most a few passes).
+//!
+//! An *option* is one (target, pool) pair a workload may use: eligible, permitted, the pool
+//! fits one replica and its accelerator is entitled. Its rank is (fallback, objectives in
+//! preference order); options are sorted by rank, then target, then pool.
+
+use super::eligibility::{EligibilityMatrix, NO_VARIANT, PoolFit, cpu_variant};
+use super::index::EstateIndex;
+use super::policy::PolicyContext;
+use crate::ir::{Ir, Money, Preference};
+use rayon::prelude::*;
+
+/// Pool index meaning "no GPU pool" (a workload without GPUs).
+pub const NO_POOL: u32 = u32::MAX;
+
+/// One way to run one replica of a workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Opt {
+    pub target: u32,
+    /// Index in the target's pools, or [`NO_POOL`].
+    pub pool: u32,
+    /// Flat pool index ([`EstateIndex::pools`]), or [`NO_POOL`].
+    pub flat_pool: u32,
+    /// Variant of the workload's model, or [`NO_VARIANT`].
+    pub variant: u16,
+    /// A `fallback` target: used only when nothing else fits.
+    pub fallback: bool,
+    /// Objective values in the workload's preference order (lower is better).
+    pub objectives: [i64; 2],
+}
+
+impl Opt {
+    /// What preference ranks: fallback last, then the objectives.
+    pub fn rank(&self) -> (bool, i64, i64) {
+        (self.fallback, self.objectives[0], self.objectives[1])
+    }
+}
+
+/// The objectives a workload ranks by, in order (`[lowest(cost)]` when it says none).
+pub fn preferences(ir: &Ir, w: usize) -> Vec<Preference> {
+    let mut prefs: Vec<Preference> = Vec::new();
+    for p in &ir.workloads[w].placement.prefer {
+        if !prefs.contains(p) {
+            prefs.push(*p);
+        }
+    }
+    if prefs.is_empty() {
+        prefs.push(Preference::LowestCost);
+    }
+    prefs.truncate(2);
+    prefs
+}
+
+/// Price of one replica for a day on target `t`: `gpu × gpu_hour × 24`.
+pub fn replica_cost_per_day(ir: &Ir, w: usize, t: usize) -> Money {
+    let gpu = i64::from(ir.workloads[w].resources.gpu);
+    let hour = ir.targets[t].cost.gpu_hour.unwrap_or_default().0;
+    Money(hour.saturating_mul(gpu).saturating_mul(24))
+}
+
+/// Every option of every workload, sorted by rank, built in parallel.
+pub fn build_options(
+    ir: &Ir,
+    index: &EstateIndex,
+    matrix: &EligibilityMatrix,
+    policy: &PolicyContext,
+) -> Vec<Vec<Opt>> {
+    (0..ir.workloads.len())
+        .into_par_iter()
+        .map(|w| workload_options(ir, index, matrix, policy, w))
+        .collect()
+}
+
+fn workload_options(
+    ir: &Ir,
+    index: &EstateIndex,
+    matrix: &EligibilityMatrix,
+    policy: &PolicyContext,
+    w: usize,
+) -> Vec<Opt> {
+    let workload = &ir.workloads[w];
+    let prefs = preferences(ir, w);
+    let gpu = workload.resources.gpu;
+    let mut opts = Vec::new();
+    for (t, v) in matrix.row(w).iter().enumerate() {
+        if !v.is_ok() {
+            continue;
+        }
+        let mut objectives = [0i64; 2];
+        for (slot, p) in objectives.iter_mut().zip(&prefs) {
+            *slot = match p {
+                Preference::LowestCost => replica_cost_per_day(ir, w, t).0,
+                Preference::LowestDataLatency => index
+                    .worst_data_latency(w, t)
+                    .map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX)),
+            };
+        }
+        let fallback = workload.placement.fallback.iter().any(|f| f.index() == t);
+        let base = Opt {
+            target: t as u32,
+            pool: NO_POOL,
+            flat_pool: NO_POOL,
+            variant: NO_VARIANT,
+            fallback,
+            objectives,
+        };
+        if gpu == 0 {
+            opts.push(Opt {
+                variant: cpu_variant(ir, workload).unwrap_or(NO_VARIANT),
+                ..base
+            });
+            continue;
+        }
+        for (p, slot) in index.target_pools(t).iter().enumerate() {
+            let PoolFit::Fits { variant } = matrix.fit(w, slot.kind) else {
+                continue;
+            };
+            let Some(kind) = index.kinds.get(slot.kind as usize) else {
+                continue;
+            };
+            if slot.units < gpu || !policy.accelerator_allowed(ir, w, kind.accelerator) {
+                continue;
+            }
+            opts.push(Opt {
+                pool: p as u32,
+                flat_pool: index.flat_pool(t, p as u32) as u32,
+                variant,
+                ..base
+            });
+        }
+    }
+    opts.sort_by_key(|o| (o.rank(), o.target, o.pool));
+    opts
+}
+
+/// What keeps a replica off an option right now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Block {
+    /// `spread = per_target(n)`: the target already holds n replicas.
+    SpreadTarget,
+    /// `per_region(n)`: the region already holds n replicas.
+    SpreadRegion,
+    /// The pool holds a replica of this workload it must be isolated from.
+    Isolation(u32),
+    /// The pool has too few free GPUs (or MIG slices).
+    Capacity,
+    /// The target has too little free CPU.
+    Cpu,
+    /// The target has too little free memory.
+    Memory,
+}
+
+/// Free and allocated capacity: GPUs per pool, CPU and memory per target, GPUs per cap.
+#[derive(Clone, Debug, Default)]
+pub struct CapacityLedger {
+    /// Free units per flat pool.
+    pub pool_free: Vec<u32>,
+    /// Per flat pool, `(workload, units)` sorted by workload.
+    pub holders: Vec<Vec<(u32, u32)>>,
+    pub cpu_free: Vec<u64>,
+    pub memory_free: Vec<u64>,
+    /// GPUs held per cap (`PolicyContext::caps`).
+    pub cap_used: Vec<u64>,
+}
+
+impl CapacityLedger {
+    fn new(ir: &Ir, index: &EstateIndex, policy: &PolicyContext) -> Self {
+        CapacityLedger {
+            pool_free: index.pools.iter().map(|p| p.units).collect(),
+            holders: vec![Vec::new(); index.pools.len()],
+            cpu_free: ir.targets.iter().map(|t| t.cpu_millis).collect(),
+            memory_free: ir.targets.iter().map(|t| t.memory).collect(),
+            cap_used: vec![0; policy.caps.len()],
+        }
+    }
+
+    fn holds(&self, flat_pool: u32, w: u32) -> bool {
+        self.holders
+            .get(flat_pool as usize)
+            .is_some_and(|h| h.binary_search_by_key(&w, |(x, _)| *x).is_ok())
+    }
+}
+
+/// The outcome of assignment.
+#[derive(Clone, Debug, Default)]
+pub struct Assignment {
+    /// Per workload, its options sorted by rank.
+    pub options: Vec<Vec<Opt>>,
+    /// Per workload, `(option index, replicas)` sorted by option index.
+    pub slots: Vec<Vec<(u32, u32)>>,
+    pub ledger: CapacityLedger,
+    /// Workloads in the order they were placed.
+    pub order: Vec<u32>,
+    /// Per workload, isolation partners (both directions), sorted.
+    partners: Vec<Vec<u32>>,
+}
+
+/// Options examined for best fit after the first feasible one of a rank.
+const BEST_FIT_WINDOW: usize = 64;
+/// Capacity-blocked options a repair tries per missing replica.
+const REPAIR_OPTIONS: usize = 16;
+/// Improvement passes over all workloads.
+const IMPROVE_PASSES: usize = 3;
+
+/// Assigns every workload's replicas.
+pub fn assign(
+    ir: &Ir,
+    index: &EstateIndex,
+    matrix: &EligibilityMatrix,
+    policy: &PolicyContext,
+) -> Assignment {
+    let options = build_options(ir, index, matrix, policy);
+    let n = ir.workloads.len();
+    let mut partners = vec![Vec::new(); n];
+    for (w, workload) in ir.workloads.iter().enumerate() {
+        for other in &workload.placement.isolate_from {
+            let o = other.index();
+            if o < n && o != w {
+                partners[w].push(o as u32);
+                partners[o].push(w as u32);
+            }
+        }
+    }
+    for p in &mut partners {
+        p.sort_unstable();
+        p.dedup();
+    }
+    let permitted: Vec<usize> = (0..n)
+        .into_par_iter()
+        .map(|w| matrix.row(w).iter().filter(|v| v.is_ok()).count())
+        .collect();
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    order.sort_by(|&a, &b| {
+        let (wa, wb) = (&ir.workloads[a as usize], &ir.workloads[b as usize]);
+        wb.class
+            .cmp(&wa.class)
+            .then(permitted[a as usize].cmp(&permitted[b as usize]))
+            .then(wa.name.cmp(&wb.name))
+            .then(a.cmp(&b))
+    });
+    let mut a = Assigner {
+        ir,
+        index,
+        policy,
+        out: Assignment {
+            options,
+            slots: vec![Vec::new(); n],
+            ledger: CapacityLedger::new(ir, index, policy),
+            order,
+            partners,
+        },
+        move_budget: 16 * n + 1024,
+    };
+    a.run();
+    a.out
+}
+
+struct Assigner<'a> {
+    ir: &'a Ir,
+    index: &'a EstateIndex,
+    policy: &'a PolicyContext,
+    out: Assignment,
+    /// Moves the repair phase may still make (keeps the worst case bounded).
+    move_budget: usize,
+}
+
+impl Assigner<'_> {
+    fn run(&mut self) {
+        let order = self.out.order.clone();
+        for &w in &order {
+            self.greedy(w as usize);
+        }
+        for &w in &order {
+            if self.out.placed(w as usize) < self.ir.workloads[w as usize].replicas {
+                self.repair(w as usize);
+            }
+        }
+        for _ in 0..IMPROVE_PASSES {
+            let mut moved = false;
+            for &w in &order {
+                moved |= self.improve(w as usize);
+            }
+            if !moved {
+                break;
+            }
+        }
+    }
+
+    fn greedy(&mut self, w: usize) {
+        let missing = self.ir.workloads[w].replicas - self.out.placed(w);
+        let mut cursor = 0;
+        for _ in 0..missing {
+            if self.out.cap_block(self.ir, self.policy, w).is_some() {
+                return;
+            }
+            let Some(choice) = self.choose(w, &mut cursor, usize::MAX) else {
+                return;
+            };
+            self.place(w, choice);
+        }
+    }
+
+    /// The best feasible option of `w` at or after `*cursor` and before `limit`; moves the
+    /// cursor to the first feasible one (everything before it stays infeasible while
+    /// capacity only shrinks).
+    fn choose(&self, w: usize, cursor: &mut usize, limit: usize) -> Option<usize> {
+        let opts = &self.out.options[w];
+        let end = opts.len().min(limit);
+        let first = (*cursor..end).find(|&i| self.out.blocker(self, w, &opts[i]).is_none())?;
+        *cursor = first;
+        let rank = opts[first].rank();
+        let mut best = (self.leftover(w, &opts[first]), first);
+        for i in (first + 1..end)
+            .take_while(|&i| opts[i].rank() == rank)
+            .take(BEST_FIT_WINDOW)
+        {
+            if self.out.blocker(self, w, &opts[i]).is_none() {
+                best = best.min((self.leftover(w, &opts[i]), i));
+            }
+        }
+        Some(best.1)
+    }
+
+    /// Capacity left after placing one replica: GPUs in the pool, else CPU on the target.
+    fn leftover(&self, w: usize, o: &Opt) -> u64 {
+        let r = &self.ir.workloads[w].resources;
+        let l = &self.out.ledger;
+        if o.flat_pool == NO_POOL {
+            l.cpu_free[o.target as usize].saturating_sub(r.cpu_millis)
+        } else {
+            u64::from(l.pool_free[o.flat_pool as usize].saturating_sub(r.gpu))
+        }
+    }
+
+    fn place(&mut self, w: usize, oi: usize) {
+        let o = self.out.options[w][oi];
+        let r = &self.ir.workloads[w].resources;
+        let l = &mut self.out.ledger;
+        let t = o.target as usize;
+        l.cpu_free[t] = l.cpu_free[t].saturating_sub(r.cpu_millis);
+        l.memory_free[t] = l.memory_free[t].saturating_sub(r.memory);
+        if o.flat_pool != NO_POOL {
+            let p = o.flat_pool as usize;
+            l.pool_free[p] = l.pool_free[p].saturating_sub(r.gpu);
+            let h = &mut l.holders[p];
+            match h.binary_search_by_key(&(w as u32), |(x, _)| *x) {
+                Ok(i) => h[i].1 += r.gpu,
+                Err(i) => h.insert(i, (w as u32, r.gpu)),
+            }
+        }
+        for &c in &self.policy.workload_caps[w] {
+            l.cap_used[c as usize] += u64::from(r.gpu);
+        }
+        let slots = &mut self.out.slots[w];
+        match slots.binary_search_by_key(&(oi as u32), |(i, _)| *i) {
+            Ok(i) => slots[i].1 += 1,
+            Err(i) => slots.insert(i, (oi as u32, 1)),
+        }
+    }
+
+    fn remove(&mut self, w: usize, oi: usize) {
+        let o = self.out.options[w][oi];
+        let r = &self.ir.workloads[w].resources;
+        let l = &mut self.out.ledger;
+        let t = o.target as usize;
+        l.cpu_free[t] += r.cpu_millis;
+        l.memory_free[t] += r.memory;
+        if o.flat_pool != NO_POOL {
+            let p = o.flat_pool as usize;
+            l.pool_free[p] += r.gpu;
+            let h = &mut l.holders[p];
+            if let Ok(i) = h.binary_search_by_key(&(w as u32), |(x, _)| *x) {
+                h[i].1 -= r.gpu.min(h[i].1);
+                if h[i].1 == 0 && r.gpu > 0 {
+                    h.remove(i);
+                }
+            }
+        }
+        for &c in &self.policy.workload_caps[w] {
+            let used = &mut l.cap_used[c as usize];
+            *used = used.saturating_sub(u64::from(r.gpu));
+        }
+        let slots = &mut self.out.slots[w];
+        if let Ok(i) = slots.binary_search_by_key(&(oi as u32), |(i, _)| *i) {
+            slots[i].1 -= 1;
+            if slots[i].1 == 0 {
+                slots.remove(i);
+            }
+        }
+    }
+
+    fn repair(&mut self, w: usize) {
+        let replicas = self.ir.workloads[w].replicas;
+        while self.out.placed(w) < replicas && self.move_budget > 0 {
+            if self.out.cap_block(self.ir, self.policy, w).is_some() {
+                return;
+            }
+            if let Some(i) = self.choose(w, &mut 0, usize::MAX) {
+                self.place(w, i);
+                continue;
+            }
+            let blocked: Vec<usize> = (0..self.out.options[w].len())
+                .filter(|&i| {
+                    let o = self.out.options[w][i];
+                    self.out.blocker(self, w, &o) == Some(Block::Capacity)
+                })
+                .take(REPAIR_OPTIONS)
+                .collect();
+            let freed = blocked.into_iter().find(|&i| self.free_pool_for(w, i));
+            match freed {
+                Some(i) => self.place(w, i),
+                None => return,
+            }
+        }
+    }
+
+    /// Moves replicas of other workloads out of option `oi`'s pool until a replica of `w`
+    /// fits there; undoes the moves and returns false when that is not possible.
+    fn free_pool_for(&mut self, w: usize, oi: usize) -> bool {
+        let goal = self.out.options[w][oi];
+        let pool = goal.flat_pool;
+        if pool == NO_POOL {
+            return false;
+        }
+        let holders: Vec<u32> = self.out.ledger.holders[pool as usize]
+            .iter()
+            .map(|(v, _)| *v)
+            .filter(|&v| v as usize != w)
+            .collect();
+        let mut moves: Vec<(usize, usize, usize)> = Vec::new();
+        'holders: for v in holders {
+            let v = v as usize;
+            loop {
+                if self.out.blocker(self, w, &goal).is_none() || self.move_budget == 0 {
+                    break 'holders;
+                }
+                let Some(from) = self.out.slots[v]
+                    .iter()
+                    .map(|(i, _)| *i as usize)
+                    .find(|&i| self.out.options[v][i].flat_pool == pool)
+                else {
+                    continue 'holders;
+                };
+                let to = (0..self.out.options[v].len()).find(|&j| {
+                    let o = &self.out.options[v][j];
+                    o.flat_pool != pool && self.out.blocker(self, v, o).is_none()
+                });
+                let Some(to) = to else {
+                    continue 'holders;
+                };
+                self.remove(v, from);
+                self.place(v, to);
+                self.move_budget -= 1;
+                moves.push((v, from, to));
+            }
+        }
+        if self.out.blocker(self, w, &goal).is_none() {
+            return true;
+        }
+        for (v, from, to) in moves.into_iter().rev() {
+            self.remove(v, to);
+            self.place(v, from);
+        }
+        false
+    }
+
+    /// Moves replicas of `w` to strictly better-ranked feasible options; true if any moved.
+    fn improve(&mut self, w: usize) -> bool {
+        let mut moved = false;
+        let mut k = self.out.slots[w].len();
+        while k > 0 {
+            k -= 1;
+            let Some(&(oi, _)) = self.out.slots[w].get(k) else {
+                continue;
+            };
+            let oi = oi as usize;
+            let rank = self.out.options[w][oi].rank();
+            self.remove(w, oi);
+            match self.choose(w, &mut 0, oi + 1) {
+                Some(j) if self.out.options[w][j].rank() < rank => {
+                    self.place(w, j);
+                    moved = true;
+                    // Slots shifted; look at the worst one again.
+                    k = self.out.slots[w].len();
+                }
+                _ => self.place(w, oi),
+            }
+        }
+        moved
+    }
+}
+
+impl Assignment {
+    /// Replicas of `w` placed.
+    pub fn placed(&self, w: usize) -> u32 {
+        self.slots[w].iter().map(|(_, n)| n).sum()
+    }
+
+    /// Replicas of `w` on target `t`.
+    pub fn on_target(&self, w: usize, t: u32) -> u32 {
+        self.slots[w]
+            .iter()
+            .filter(|(i, _)| self.options[w][*i as usize].target == t)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    fn in_region(&self, index: &EstateIndex, w: usize, region: u32) -> u32 {
+        self.slots[w]
+            .iter()
+            .filter(|(i, _)| index.region[self.options[w][*i as usize].target as usize] == region)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// The first cap one more replica of `w` would exceed.
+    pub fn cap_block(&self, ir: &Ir, policy: &PolicyContext, w: usize) -> Option<u32> {
+        let gpu = u64::from(ir.workloads[w].resources.gpu);
+        if gpu == 0 {
+            return None;
+        }
+        policy.workload_caps[w]
+            .iter()
+            .copied()
+            .find(|&c| self.ledger.cap_used[c as usize] + gpu > policy.caps[c as usize].max)
+    }
+
+    /// What keeps one more replica of `w` off option `o` (caps aside).
+    fn blocker(&self, ctx: &Assigner<'_>, w: usize, o: &Opt) -> Option<Block> {
+        self.blocker_with(ctx.ir, ctx.index, w, o)
+    }
+
+    pub fn blocker_with(&self, ir: &Ir, index: &EstateIndex, w: usize, o: &Opt) -> Option<Block> {
+        let workload = &ir.workloads[w];
+        let placement = &workload.placement;
+        if let Some(n) = placement.per_target {
+            if self.on_target(w, o.target) >= n {
+                return Some(Block::SpreadTarget);
+            }
+        }
+        if let Some(n) = placement.per_region {
+            if self.in_region(index, w, index.region[o.target as usize]) >= n {
+                return Some(Block::SpreadRegion);
+            }
+        }
+        let r = &workload.resources;
+        if o.flat_pool != NO_POOL {
+            if let Some(p) = self.partners[w]
+                .iter()
+                .find(|&&p| self.ledger.holds(o.flat_pool, p))
+            {
+                return Some(Block::Isolation(*p));
+            }
+            if self.ledger.pool_free[o.flat_pool as usize] < r.gpu {
+                return Some(Block::Capacity);
+            }
+        }
+        let t = o.target as usize;
+        if self.ledger.cpu_free[t] < r.cpu_millis {
+            return Some(Block::Cpu);
+        }
+        if self.ledger.memory_free[t] < r.memory {
+            return Some(Block::Memory);
+        }
+        None
+    }
+
+    /// Isolation partners of `w`.
+    pub fn partners(&self, w: usize) -> &[u32] {
+        &self.partners[w]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::testkit::IrBuilder;
+
+    fn run(ir: &Ir) -> (EstateIndex, Assignment) {
+        let index = EstateIndex::build(ir);
+        let mut m = EligibilityMatrix::compute(ir, &index);
+        let at: jiff::Timestamp = "2025-06-04T10:00:00Z".parse().unwrap_or_default();
+        let p = PolicyContext::new(ir, at);
+        p.apply(ir, &index, &mut m);
+        let a = assign(ir, &index, &m, &p);
+        (index, a)
+    }
+
+    fn targets_of(ir: &Ir, a: &Assignment, w: usize) -> Vec<(String, u32)> {
+        a.slots[w]
+            .iter()
+            .map(|(i, n)| {
+                let o = a.options[w][*i as usize];
+                (ir.targets[o.target as usize].name.clone(), *n)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn cheapest_first_then_spills() {
+        let ir = IrBuilder::new()
+            .workload("w", |w| w.gpu(2).replicas(3))
+            .target("dear", |t| t.pool("h", "H100", 8).gpu_hour("4.00"))
+            .target("cheap", |t| t.pool("l4", "L4", 4).gpu_hour("1.00"))
+            .build();
+        let (_, a) = run(&ir);
+        assert_eq!(
+            targets_of(&ir, &a, 0),
+            vec![("cheap".into(), 2), ("dear".into(), 1)]
+        );
+    }
+
+    #[test]
+    fn repair_moves_a_flexible_workload_out_of_the_way() {
+        // `flex` is placed first (production) on the cheap pool it shares with `pinned`,
+        // which can only use that pool; repair moves `flex` to the dear target.
+        let ir = IrBuilder::new()
+            .workload("flex", |w| w.gpu(4))
+            .workload("pinned", |w| {
+                w.gpu(4)
+                    .class(crate::ir::WorkloadClass::Staging)
+                    .candidates(&["cheap"])
+            })
+            .target("cheap", |t| t.pool("l4", "L4", 4).gpu_hour("1.00"))
+            .target("dear", |t| t.pool("h", "H100", 4).gpu_hour("4.00"))
+            .build();
+        let (_, a) = run(&ir);
+        assert_eq!(targets_of(&ir, &a, 0), vec![("dear".into(), 1)]);
+        assert_eq!(targets_of(&ir, &a, 1), vec![("cheap".into(), 1)]);
+    }
+
+    #[test]
+    fn spread_isolation_and_fallback() {
+        let ir = IrBuilder::new()
+            // Fewer permitted targets: placed first, on `a`'s only pool.
+            .workload("train", |w| w.gpu(1).candidates(&["a"]))
+            .workload("infer", |w| {
+                w.gpu(1)
+                    .replicas(3)
+                    .per_target(1)
+                    .isolate_from(&["train"])
+                    .fallback(&["backup"])
+            })
+            .target("a", |t| t.pool("l4", "L4", 8).gpu_hour("1.00"))
+            .target("b", |t| t.pool("l4", "L4", 8).gpu_hour("1.00"))
+            .target("backup", |t| t.pool("l4", "L4", 8).gpu_hour("0.10"))
+            .target("z", |t| t.pool("l4", "L4", 8).gpu_hour("2.00"))
+            .build();
+        let (_, a) = run(&ir);
+        assert_eq!(targets_of(&ir, &a, 0), vec![("a".into(), 1)]);
+        // `a` is isolated away, one per target, and the cheap fallback is used only for the
+        // replica nothing else can take.
+        assert_eq!(
+            targets_of(&ir, &a, 1),
+            vec![("b".into(), 1), ("z".into(), 1), ("backup".into(), 1)]
+        );
+    }
+}

@@ -1,0 +1,458 @@
+//! Eligibility: which targets can technically run each workload.
+//!
+//! Every (workload, target) pair is checked, rows in parallel with rayon (each row's targets
+//! in parallel chunks too), writing one [`Verdict`] per pair into a dense matrix in place:
+//! the result does not depend on scheduling. Checks run in a fixed order and the first one
+//! that fails is recorded (see `docs/placement.md`):
+//!
+//! 1. candidate list (`placement W { targets = [...] }`)
+//! 2. environment class approved (`environments`)
+//! 3. connectivity tolerated (`connectivity`: the worst link the workload tolerates)
+//! 4. per pool: accelerator accepted, MIG profile, per-GPU memory, a model variant that fits
+//!    (the first in written order); the target fails with the reason of the pool that got
+//!    furthest
+//! 5. data sets offered and within `max_latency`, in requirement order
+//! 6. required services at their minimum maturity, in requirement order
+//! 7. CPU, then memory, for one replica
+//! 8. one fitting pool with enough GPUs (or MIG slices) for one replica
+//!
+//! Pool fits depend only on the workload and the pool's kind (accelerator and partition), so
+//! they are computed once per workload and kind ([`PoolFit`]); the pair loop only looks them
+//! up.
+
+use super::index::{EstateIndex, Partition, PoolKind, UNKNOWN_NAME};
+use super::verdict::{NO_DETAIL, Reason, Verdict};
+use crate::ir::{EnvClass, Ir, Workload};
+use rayon::prelude::*;
+
+/// Variant index meaning "the workload has no model".
+pub const NO_VARIANT: u16 = u16::MAX;
+
+/// How a workload fits pools of one kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolFit {
+    /// Fits, with this variant of its model (or [`NO_VARIANT`]).
+    Fits { variant: u16 },
+    /// The first requirement such a pool fails: `Accelerator`, `Mig`, `GpuMemory` or
+    /// `NoVariant`.
+    Fails(Reason),
+}
+
+/// One verdict per (workload, target) pair, plus each workload's fit per pool kind.
+///
+/// Eligibility writes it; the policy stage then replaces the verdict of eligible pairs it
+/// excludes, so a cell always holds the first stage's reason for rejecting the pair.
+#[derive(Clone, Debug, Default)]
+pub struct EligibilityMatrix {
+    n_targets: usize,
+    n_kinds: usize,
+    cells: Vec<Verdict>,
+    fits: Vec<PoolFit>,
+}
+
+/// Targets per parallel task inside a row: big enough to amortise task overhead.
+const TARGET_CHUNK: usize = 512;
+
+impl EligibilityMatrix {
+    /// Checks every pair.
+    pub fn compute(ir: &Ir, index: &EstateIndex) -> Self {
+        let n_targets = ir.targets.len();
+        let n_kinds = index.kinds.len();
+        let n_workloads = ir.workloads.len();
+        let mut fits = vec![PoolFit::Fails(Reason::Accelerator); n_workloads * n_kinds];
+        if n_kinds > 0 {
+            fits.par_chunks_mut(n_kinds)
+                .zip(ir.workloads.par_iter())
+                .for_each(|(row, w)| {
+                    for (fit, kind) in row.iter_mut().zip(&index.kinds) {
+                        *fit = pool_fit(ir, w, kind);
+                    }
+                });
+        }
+        let mut matrix = EligibilityMatrix {
+            n_targets,
+            n_kinds,
+            cells: vec![Verdict::OK; n_workloads * n_targets],
+            fits,
+        };
+        if n_targets == 0 {
+            return matrix;
+        }
+        let fits = &matrix.fits;
+        matrix
+            .cells
+            .par_chunks_mut(n_targets)
+            .enumerate()
+            .for_each(|(w, row)| {
+                let ctx = RowContext::new(ir, index, w, &fits[w * n_kinds..(w + 1) * n_kinds]);
+                row.par_chunks_mut(TARGET_CHUNK)
+                    .enumerate()
+                    .for_each(|(chunk, cells)| {
+                        let first = chunk * TARGET_CHUNK;
+                        for (i, cell) in cells.iter_mut().enumerate() {
+                            *cell = ctx.check(first + i);
+                        }
+                    });
+            });
+        matrix
+    }
+
+    pub fn n_targets(&self) -> usize {
+        self.n_targets
+    }
+
+    pub fn get(&self, w: usize, t: usize) -> Verdict {
+        self.cells
+            .get(w * self.n_targets + t)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    pub fn row(&self, w: usize) -> &[Verdict] {
+        self.cells
+            .get(w * self.n_targets..(w + 1) * self.n_targets)
+            .unwrap_or(&[])
+    }
+
+    /// Mutable rows, for the policy stage.
+    pub fn rows_mut(&mut self) -> impl IndexedParallelIterator<Item = (usize, &mut [Verdict])> {
+        self.cells.par_chunks_mut(self.n_targets.max(1)).enumerate()
+    }
+
+    /// How workload `w` fits pools of kind `k`.
+    pub fn fit(&self, w: usize, kind: u32) -> PoolFit {
+        self.fits
+            .get(w * self.n_kinds + kind as usize)
+            .copied()
+            .unwrap_or(PoolFit::Fails(Reason::Accelerator))
+    }
+
+    /// Number of pairs whose verdict is still OK.
+    pub fn ok_count(&self) -> usize {
+        self.cells.iter().filter(|v| v.is_ok()).count()
+    }
+}
+
+/// What one row's checks need about its workload, computed once per row.
+struct RowContext<'a> {
+    ir: &'a Ir,
+    index: &'a EstateIndex,
+    w: &'a Workload,
+    wi: usize,
+    fits: &'a [PoolFit],
+    /// Bit `t` set when target `t` is a candidate; `None`: every target is.
+    candidates: Option<Vec<u64>>,
+    /// Bit per approved environment class; 0: any.
+    env_mask: u8,
+}
+
+impl<'a> RowContext<'a> {
+    fn new(ir: &'a Ir, index: &'a EstateIndex, wi: usize, fits: &'a [PoolFit]) -> Self {
+        let w = &ir.workloads[wi];
+        let candidates = w.placement.candidates.as_ref().map(|c| {
+            let mut bits = vec![0u64; ir.targets.len().div_ceil(64)];
+            for t in c {
+                if let Some(word) = bits.get_mut(t.index() / 64) {
+                    *word |= 1 << (t.index() % 64);
+                }
+            }
+            bits
+        });
+        let env_mask = w.environments.iter().fold(0u8, |m, e| m | env_bit(*e));
+        RowContext {
+            ir,
+            index,
+            w,
+            wi,
+            fits,
+            candidates,
+            env_mask,
+        }
+    }
+
+    /// The first failing requirement of target `t`, or OK.
+    fn check(&self, t: usize) -> Verdict {
+        let ix = self.index;
+        if let Some(bits) = &self.candidates {
+            if bits
+                .get(t / 64)
+                .is_none_or(|word| word & (1 << (t % 64)) == 0)
+            {
+                return Verdict::reject(Reason::NotCandidate, NO_DETAIL);
+            }
+        }
+        if self.env_mask != 0 && self.env_mask & env_bit(ix.class[t]) == 0 {
+            return Verdict::reject(Reason::Environment, NO_DETAIL);
+        }
+        if ix.connectivity[t] < self.w.connectivity {
+            return Verdict::reject(Reason::Connectivity, NO_DETAIL);
+        }
+        let gpu = self.w.resources.gpu;
+        if gpu > 0 {
+            // The furthest any pool gets: a target fails with its best pool's reason.
+            let mut best: Option<(Reason, u32)> = None;
+            let mut fitting = 0;
+            for (p, slot) in ix.target_pools(t).iter().enumerate() {
+                match self.fits.get(slot.kind as usize) {
+                    Some(PoolFit::Fits { .. }) => fitting += 1,
+                    Some(PoolFit::Fails(r)) if best.is_none_or(|(b, _)| *r > b) => {
+                        best = Some((*r, p as u32));
+                    }
+                    _ => {}
+                }
+            }
+            if fitting == 0 {
+                let (reason, pool) = best.unwrap_or((Reason::Accelerator, NO_DETAIL));
+                return Verdict::reject(reason, pool);
+            }
+        } else if self.w.model.is_some() && cpu_variant(self.ir, self.w).is_none() {
+            return Verdict::reject(Reason::NoVariant, NO_DETAIL);
+        }
+        for (i, &name) in ix.workload_data(self.wi).iter().enumerate() {
+            let offer = if name == UNKNOWN_NAME {
+                None
+            } else {
+                ix.offer(t, name)
+            };
+            let Some(offer) = offer else {
+                return Verdict::reject(Reason::DataUnavailable, i as u32);
+            };
+            if self.w.data[i]
+                .max_latency
+                .is_some_and(|max| offer.latency > max)
+            {
+                return Verdict::reject(Reason::DataLatency, i as u32);
+            }
+        }
+        for (i, req) in self.w.services.iter().enumerate() {
+            if ix.maturity(t, req.service) < req.min {
+                return Verdict::reject(Reason::ServiceMaturity, i as u32);
+            }
+        }
+        if self.w.resources.cpu_millis > ix.cpu_millis[t] {
+            return Verdict::reject(Reason::Cpu, NO_DETAIL);
+        }
+        if self.w.resources.memory > ix.memory[t] {
+            return Verdict::reject(Reason::Memory, NO_DETAIL);
+        }
+        if gpu > 0 {
+            let mut largest: Option<(u32, u32)> = None;
+            for (p, slot) in ix.target_pools(t).iter().enumerate() {
+                if !matches!(
+                    self.fits.get(slot.kind as usize),
+                    Some(PoolFit::Fits { .. })
+                ) {
+                    continue;
+                }
+                if slot.units >= gpu {
+                    return Verdict::OK;
+                }
+                if largest.is_none_or(|(u, _)| slot.units > u) {
+                    largest = Some((slot.units, p as u32));
+                }
+            }
+            return Verdict::reject(Reason::GpuCount, largest.map_or(NO_DETAIL, |(_, p)| p));
+        }
+        Verdict::OK
+    }
+}
+
+fn env_bit(e: EnvClass) -> u8 {
+    1 << (e as u8)
+}
+
+/// How workload `w` fits a pool of `kind`: accelerator, MIG profile, per-GPU memory, then
+/// the first model variant (in written order) that runs on the accelerator and fits its
+/// memory (or its MIG slice's).
+pub fn pool_fit(ir: &Ir, w: &Workload, kind: &PoolKind) -> PoolFit {
+    if !w.accelerators.is_empty() && !w.accelerators.contains(&kind.accelerator) {
+        return PoolFit::Fails(Reason::Accelerator);
+    }
+    match (&w.resources.mig, kind.partition) {
+        (_, Partition::UnknownMig) => return PoolFit::Fails(Reason::Mig),
+        (Some(wanted), Partition::Mig(i)) => {
+            let name = ir
+                .accelerators
+                .get(kind.accelerator.index())
+                .and_then(|a| a.mig_profiles.get(usize::from(i)))
+                .map(|m| m.name.as_str());
+            if name != Some(wanted.as_str()) {
+                return PoolFit::Fails(Reason::Mig);
+            }
+        }
+        (Some(_), Partition::Whole) => return PoolFit::Fails(Reason::Mig),
+        (None, _) => {}
+    }
+    if w.resources.gpu_memory.is_some_and(|m| m > kind.unit_memory) {
+        return PoolFit::Fails(Reason::GpuMemory);
+    }
+    let Some(model) = w.model.and_then(|m| ir.models.get(m.index())) else {
+        return PoolFit::Fits {
+            variant: NO_VARIANT,
+        };
+    };
+    model
+        .variants
+        .iter()
+        .position(|v| {
+            (v.accelerators.is_empty() || v.accelerators.contains(&kind.accelerator))
+                && v.gpu_memory <= kind.unit_memory
+        })
+        .map_or(PoolFit::Fails(Reason::NoVariant), |i| PoolFit::Fits {
+            variant: i as u16,
+        })
+}
+
+/// The variant a workload without GPUs uses: the first that names no accelerators.
+pub fn cpu_variant(ir: &Ir, w: &Workload) -> Option<u16> {
+    let model = ir.models.get(w.model?.index())?;
+    model
+        .variants
+        .iter()
+        .position(|v| v.accelerators.is_empty())
+        .map(|i| i as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::testkit::{IrBuilder, gib, ms};
+    use crate::ir::{Classification, Connectivity, Maturity};
+
+    fn verdicts(ir: &Ir) -> Vec<Vec<Option<Reason>>> {
+        let index = EstateIndex::build(ir);
+        let m = EligibilityMatrix::compute(ir, &index);
+        (0..ir.workloads.len())
+            .map(|w| m.row(w).iter().map(|v| v.reason()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn first_failing_requirement_in_order() {
+        let ir = IrBuilder::new()
+            .model("det", |m| {
+                m.variant("fp16", gib(12), &[])
+                    .variant("int8", gib(4), &["L4", "JetsonOrinNano"])
+            })
+            .workload("w", |w| {
+                w.gpu(1)
+                    .model("det")
+                    .connectivity(Connectivity::Intermittent)
+                    .environments(&[EnvClass::Factory, EnvClass::Datacenter])
+                    .data("imgs", Some(ms(20)), Classification::Confidential)
+                    .service("object_store", Maturity::Ga)
+                    .cpu_mem(4, gib(16))
+            })
+            .target("cloud", |t| {
+                t.class(EnvClass::Cloud).pool("h100", "H100", 8)
+            })
+            .target("edge", |t| {
+                t.class(EnvClass::Factory)
+                    .connectivity(Connectivity::Disconnected)
+                    .pool("orin", "JetsonOrinNano", 1)
+            })
+            .target("t4site", |t| t.class(EnvClass::Factory).pool("t4", "T4", 2))
+            .target("far", |t| {
+                t.class(EnvClass::Factory)
+                    .pool("l4", "L4", 2)
+                    .remote_data("imgs", ms(85))
+            })
+            .target("preview", |t| {
+                t.class(EnvClass::Factory)
+                    .pool("l4", "L4", 2)
+                    .local_data("imgs", ms(2))
+                    .service("object_store", Maturity::Preview)
+            })
+            .target("small", |t| {
+                t.class(EnvClass::Factory)
+                    .cpu_mem(2, gib(64))
+                    .pool("l4", "L4", 2)
+                    .local_data("imgs", ms(2))
+                    .service("object_store", Maturity::Ga)
+            })
+            .target("lyon", |t| {
+                t.class(EnvClass::Factory)
+                    .pool("l4", "L4", 2)
+                    .local_data("imgs", ms(2))
+                    .service("object_store", Maturity::Ga)
+            })
+            .build();
+        assert_eq!(
+            verdicts(&ir)[0],
+            vec![
+                Some(Reason::Environment),
+                Some(Reason::Connectivity),
+                Some(Reason::DataUnavailable),
+                Some(Reason::DataLatency),
+                Some(Reason::ServiceMaturity),
+                Some(Reason::Cpu),
+                None
+            ]
+        );
+    }
+
+    #[test]
+    fn pool_checks_report_the_furthest_pool() {
+        let ir = IrBuilder::new()
+            .workload("big", |w| {
+                w.gpu(4).gpu_memory(gib(20)).accelerators(&["T4", "L4"])
+            })
+            .workload("slices", |w| w.gpu(2).mig("1g.10gb"))
+            .target("t4", |t| t.pool("h100", "H100", 8).pool("t4", "T4", 8))
+            .target("l4", |t| t.pool("l4", "L4", 2))
+            .target("mig", |t| t.mig_pool("a100", "A100", 1, "1g.10gb"))
+            .target("bare", |t| t)
+            .build();
+        let v = verdicts(&ir);
+        use Reason::*;
+        assert_eq!(
+            v[0],
+            vec![
+                Some(GpuMemory),
+                Some(GpuCount),
+                Some(Accelerator),
+                Some(Accelerator)
+            ]
+        );
+        assert_eq!(v[1], vec![Some(Mig), Some(Mig), None, Some(Accelerator)]);
+        let index = EstateIndex::build(&ir);
+        let m = EligibilityMatrix::compute(&ir, &index);
+        assert_eq!(
+            m.get(0, 0).detail(),
+            1,
+            "the T4 pool got further than the H100 one"
+        );
+    }
+
+    #[test]
+    fn variants_in_written_order() {
+        let ir = IrBuilder::new()
+            .model("det", |m| {
+                m.variant("fp16", gib(12), &[])
+                    .variant("int8", gib(4), &["L4", "JetsonOrinNano"])
+            })
+            .workload("w", |w| w.gpu(1).model("det"))
+            .target("orin", |t| t.pool("orin", "JetsonOrinNano", 1))
+            .target("dc", |t| t.pool("l40s", "L40S", 1))
+            .target("t4", |t| {
+                t.pool("tiny", "JetsonOrinNano", 1).pool("t4", "T4", 1)
+            })
+            .build();
+        let index = EstateIndex::build(&ir);
+        let m = EligibilityMatrix::compute(&ir, &index);
+        let fit = |t: usize, p: usize| m.fit(0, index.target_pools(t)[p].kind);
+        assert_eq!(fit(0, 0), PoolFit::Fits { variant: 1 });
+        assert_eq!(fit(1, 0), PoolFit::Fits { variant: 0 });
+        assert_eq!(fit(2, 1), PoolFit::Fits { variant: 0 });
+    }
+
+    #[test]
+    fn empty_estates() {
+        let ir = IrBuilder::new().workload("w", |w| w).build();
+        let index = EstateIndex::build(&ir);
+        assert_eq!(EligibilityMatrix::compute(&ir, &index).row(0), &[]);
+        let ir = IrBuilder::new().target("t", |t| t).build();
+        let index = EstateIndex::build(&ir);
+        assert_eq!(EligibilityMatrix::compute(&ir, &index).ok_count(), 0);
+    }
+}

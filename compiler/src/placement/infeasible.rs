@@ -1,0 +1,395 @@
+//! Infeasibility is an answer: for a workload not fully placed, what ran out or which
+//! requirement no target meets, how much is missing, and the smallest change that would help
+//! where it is known. Also the assignment-stage reason for each permitted target left unused.
+
+use super::Solved;
+use super::assign::{Block, NO_POOL};
+use super::policy::CapSource;
+use super::reasons::{SPREAD_REGION, SPREAD_TARGET, accel, pool_name};
+use super::units::{bytes, count, cpus, duration};
+use super::verdict::{Reason, Verdict};
+use crate::ir::Maturity;
+use crate::plan::{Infeasibility, RejectionStage};
+
+/// Why more replicas of a workload could not be placed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shortfall {
+    /// No target is eligible and permitted.
+    NoOption,
+    /// This cap (`PolicyContext::caps`) is used up.
+    Cap(u32),
+    /// Every option is blocked; the most common blocker and the first option it blocks.
+    Blocked(Block, usize),
+}
+
+impl Solved<'_> {
+    pub fn shortfall(&self, w: usize) -> Shortfall {
+        let a = &self.assignment;
+        if a.options[w].is_empty() {
+            return Shortfall::NoOption;
+        }
+        if let Some(c) = a.cap_block(self.ir, &self.policy, w) {
+            return Shortfall::Cap(c);
+        }
+        // Tally first blockers by kind (isolation partners together), in option order.
+        let mut tally: Vec<(u8, usize, Block, usize)> = Vec::new();
+        for (i, o) in a.options[w].iter().enumerate() {
+            let Some(b) = a.blocker_with(self.ir, &self.index, w, o) else {
+                continue;
+            };
+            let kind = block_kind(b);
+            match tally.iter_mut().find(|(k, ..)| *k == kind) {
+                Some(entry) => entry.1 += 1,
+                None => tally.push((kind, 1, b, i)),
+            }
+        }
+        tally
+            .into_iter()
+            .max_by(|x, y| x.1.cmp(&y.1).then(y.0.cmp(&x.0)))
+            .map_or(Shortfall::Blocked(Block::Capacity, 0), |(_, _, b, i)| {
+                Shortfall::Blocked(b, i)
+            })
+    }
+
+    /// Why permitted target `t` holds no replica of `w`.
+    pub fn unused_verdict(&self, w: usize, t: usize, first_option: Option<usize>) -> Verdict {
+        let a = &self.assignment;
+        if a.placed(w) >= self.ir.workloads[w].replicas {
+            return Verdict::reject(Reason::NotNeeded, 0);
+        }
+        if let Some(c) = a.cap_block(self.ir, &self.policy, w) {
+            let reason = self.policy.caps[c as usize].source.reason();
+            return Verdict::reject(reason, c);
+        }
+        let Some(o) = first_option.and_then(|i| a.options[w].get(i)) else {
+            return Verdict::reject(Reason::NotNeeded, 0);
+        };
+        match a.blocker_with(self.ir, &self.index, w, o) {
+            Some(Block::SpreadTarget) => Verdict::reject(Reason::Spread, SPREAD_TARGET),
+            Some(Block::SpreadRegion) => Verdict::reject(Reason::Spread, SPREAD_REGION),
+            Some(Block::Isolation(p)) => Verdict::reject(Reason::Isolation, p),
+            Some(Block::Capacity) => Verdict::reject(Reason::Capacity, o.pool),
+            Some(Block::Cpu) => Verdict::reject(Reason::CpuFull, 0),
+            Some(Block::Memory) => Verdict::reject(Reason::MemoryFull, 0),
+            None => {
+                let _ = t;
+                Verdict::reject(Reason::NotNeeded, 0)
+            }
+        }
+    }
+
+    /// The plan's explanation of `missing` replicas of `w`.
+    pub fn infeasibility(&self, w: usize, missing: u32) -> Infeasibility {
+        let mut out = Infeasibility {
+            missing_replicas: missing,
+            message: String::new(),
+            hint: None,
+            held_by_window: None,
+        };
+        match self.shortfall(w) {
+            Shortfall::NoOption => self.no_option(w, &mut out),
+            Shortfall::Cap(c) => self.cap_shortfall(w, c as usize, missing, &mut out),
+            Shortfall::Blocked(b, i) => self.blocked(w, b, i, missing, &mut out),
+        }
+        out
+    }
+
+    fn no_option(&self, w: usize, out: &mut Infeasibility) {
+        let row = self.matrix.row(w);
+        let ir = self.ir;
+        if row.is_empty() {
+            out.message = "the spec declares no target".into();
+            out.hint = Some("declare a target that offers what the workload requires".into());
+            return;
+        }
+        let policy = row.iter().enumerate().find(|(_, v)| {
+            v.reason()
+                .is_some_and(|r| r.stage() == RejectionStage::Policy)
+        });
+        if let Some((t, v)) = policy {
+            let rejection = self.rejection(w, t, *v);
+            out.message = "every eligible target is excluded by policy".into();
+            out.hint = Some(format!("`{}`: {}", rejection.target, rejection.message));
+            return;
+        }
+        let nearest = row
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.reason().is_some_and(|r| r != Reason::NotCandidate))
+            .max_by(|(ta, a), (tb, b)| a.reason().cmp(&b.reason()).then(tb.cmp(ta)));
+        let Some((t, v)) = nearest else {
+            out.message = "no target is a candidate".into();
+            out.hint = Some(format!(
+                "list eligible targets in `placement {} {{ targets = [...] }}`",
+                ir.workloads[w].name
+            ));
+            return;
+        };
+        let reason = v.reason().unwrap_or(Reason::NotCandidate);
+        let rejection = self.rejection(w, t, *v);
+        out.message = format!(
+            "no target passes eligibility; the closest, `{}`, fails `{}`",
+            rejection.target,
+            reason.key()
+        );
+        out.hint = Some(
+            self.eligibility_hint(w, reason, v.detail())
+                .unwrap_or_else(|| {
+                    format!(
+                        "`{}` comes closest: {}",
+                        rejection.target, rejection.message
+                    )
+                }),
+        );
+    }
+
+    /// The specific hints the common eligibility failures deserve.
+    fn eligibility_hint(&self, w: usize, reason: Reason, d: u32) -> Option<String> {
+        let ir = self.ir;
+        let wl = &ir.workloads[w];
+        let row = self.matrix.row(w);
+        let failing = || {
+            row.iter()
+                .enumerate()
+                .filter(move |(_, v)| v.reason() == Some(reason) && v.detail() == d)
+                .map(|(t, _)| t)
+        };
+        match reason {
+            Reason::ServiceMaturity => {
+                let req = wl.services.get(d as usize)?;
+                let svc = &ir.services.get(req.service.index())?.name;
+                let best = failing().max_by(|&a, &b| {
+                    self.index
+                        .maturity(a, req.service)
+                        .cmp(&self.index.maturity(b, req.service))
+                        .then(b.cmp(&a))
+                })?;
+                let m = self.index.maturity(best, req.service);
+                Some(if m == Maturity::Absent {
+                    format!("no target offers `{svc} >= {}`", req.min)
+                } else {
+                    format!(
+                        "no target offers `{svc} >= {}`: `{}` offers it at {m}",
+                        req.min, ir.targets[best].name
+                    )
+                })
+            }
+            Reason::DataLatency => {
+                let req = wl.data.get(d as usize)?;
+                let (t, latency) = failing()
+                    .filter_map(|t| {
+                        let o = ir.targets[t].data.iter().find(|o| o.name == req.name)?;
+                        Some((t, o.latency))
+                    })
+                    .min_by_key(|(t, l)| (*l, *t))?;
+                Some(format!(
+                    "no target reaches data set `{}` within {}: the closest, `{}`, is {} away",
+                    req.name,
+                    duration(req.max_latency.unwrap_or(0)),
+                    ir.targets[t].name,
+                    duration(latency)
+                ))
+            }
+            Reason::DataUnavailable => {
+                let req = wl.data.get(d as usize)?;
+                Some(format!(
+                    "no target that passes the earlier checks offers data set `{}`",
+                    req.name
+                ))
+            }
+            Reason::GpuMemory => {
+                let need = wl.resources.gpu_memory?;
+                let (t, p, memory) = failing()
+                    .flat_map(|t| {
+                        self.index
+                            .target_pools(t)
+                            .iter()
+                            .enumerate()
+                            .map(move |(p, s)| (t, p, s))
+                    })
+                    .filter_map(|(t, p, s)| {
+                        Some((t, p, self.index.kinds.get(s.kind as usize)?.unit_memory))
+                    })
+                    .max_by(|a, b| a.2.cmp(&b.2).then(b.0.cmp(&a.0)))?;
+                Some(format!(
+                    "no pool offers {} per GPU: the largest, `{}` of `{}`, offers {}",
+                    bytes(need),
+                    pool_name(ir, t, p as u32),
+                    ir.targets[t].name,
+                    bytes(memory)
+                ))
+            }
+            Reason::GpuCount => {
+                let (t, units) = failing()
+                    .map(|t| {
+                        let p = self.matrix.get(w, t).detail();
+                        let units = self
+                            .index
+                            .target_pools(t)
+                            .get(p as usize)
+                            .map_or(0, |s| s.units);
+                        (t, units)
+                    })
+                    .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))?;
+                Some(format!(
+                    "no fitting pool has {} for one replica: the largest, on `{}`, has {}",
+                    count(u64::from(wl.resources.gpu), "GPU"),
+                    ir.targets[t].name,
+                    units
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    fn cap_shortfall(&self, w: usize, c: usize, missing: u32, out: &mut Infeasibility) {
+        let ir = self.ir;
+        let gpu = u64::from(ir.workloads[w].resources.gpu);
+        let need = u64::from(missing) * gpu;
+        let cap = &self.policy.caps[c];
+        let used = self.assignment.ledger.cap_used[c];
+        let raise_to = (used + need).max(cap.max);
+        let (message, _) = self.cap_message(c);
+        out.message = format!("{message}; {} more needed", count(need, "GPU"));
+        out.hint = Some(match cap.source {
+            CapSource::Quota(i) => format!(
+                "raise `quota team(\"{}\")` to {}",
+                ir.policy
+                    .quotas
+                    .get(i as usize)
+                    .map_or("", |q| q.team.as_str()),
+                count(raise_to, "GPU")
+            ),
+            CapSource::Entitlement(i) => format!(
+                "raise the entitlement of `{}` to {}",
+                ir.policy
+                    .entitlements
+                    .get(i as usize)
+                    .map(|e| e.identity.to_string())
+                    .unwrap_or_default(),
+                count(raise_to, "GPU")
+            ),
+            CapSource::Limit(i) => {
+                let window = ir
+                    .policy
+                    .limits
+                    .get(i as usize)
+                    .and_then(|l| ir.policy.windows.get(l.window.index()))
+                    .map_or(String::new(), |x| x.name.clone());
+                let hint = format!(
+                    "plan at an instant outside window `{window}`, or raise its limit to {}",
+                    count(raise_to, "GPU")
+                );
+                out.held_by_window = Some(window);
+                hint
+            }
+        });
+    }
+
+    fn blocked(&self, w: usize, block: Block, oi: usize, missing: u32, out: &mut Infeasibility) {
+        let ir = self.ir;
+        let wl = &ir.workloads[w];
+        let a = &self.assignment;
+        let Some(o) = a.options[w].get(oi) else {
+            out.message = "capacity ran out".into();
+            return;
+        };
+        let t = o.target as usize;
+        let target = &ir.targets[t].name;
+        let missing64 = u64::from(missing);
+        match block {
+            Block::Capacity if o.pool != NO_POOL => {
+                let noun = self.unit_noun(t, o.pool);
+                let accelerator = ir.targets[t]
+                    .pools
+                    .get(o.pool as usize)
+                    .map_or("?", |p| accel(ir, p.accelerator));
+                let need = missing64 * u64::from(wl.resources.gpu);
+                out.message = format!(
+                    "pools ran out: {need} more {accelerator} {noun}{} needed",
+                    if need == 1 { "" } else { "s" }
+                );
+                out.hint = Some(format!(
+                    "{need} more {accelerator} {noun}{} in a target that passes eligibility (such as pool `{}` of `{target}`)",
+                    if need == 1 { "" } else { "s" },
+                    pool_name(ir, t, o.pool)
+                ));
+            }
+            Block::Capacity | Block::Cpu => {
+                let need = missing64 * wl.resources.cpu_millis;
+                out.message = format!("targets ran out of CPU: {} more CPUs needed", cpus(need));
+                out.hint = Some(format!(
+                    "{} more CPUs on a target that passes eligibility (such as `{target}`)",
+                    cpus(need)
+                ));
+            }
+            Block::Memory => {
+                let need = missing64 * wl.resources.memory;
+                out.message = format!("targets ran out of memory: {} more needed", bytes(need));
+                out.hint = Some(format!(
+                    "{} more memory on a target that passes eligibility (such as `{target}`)",
+                    bytes(need)
+                ));
+            }
+            Block::SpreadTarget => {
+                let n = wl.placement.per_target.unwrap_or(1).max(1);
+                let mut targets: Vec<u32> = a.options[w].iter().map(|o| o.target).collect();
+                targets.sort_unstable();
+                targets.dedup();
+                let k = targets.len() as u32;
+                out.message = format!(
+                    "`spread = per_target({n})` allows at most {} on the {} that can take it",
+                    count(u64::from(n * k), "replica"),
+                    count(u64::from(k), "target")
+                );
+                out.hint = Some(format!(
+                    "allow `per_target({})`, or make {} more targets eligible",
+                    wl.replicas.div_ceil(k.max(1)),
+                    missing.div_ceil(n)
+                ));
+            }
+            Block::SpreadRegion => {
+                let n = wl.placement.per_region.unwrap_or(1).max(1);
+                let mut regions: Vec<u32> = a.options[w]
+                    .iter()
+                    .map(|o| self.index.region[o.target as usize])
+                    .collect();
+                regions.sort_unstable();
+                regions.dedup();
+                let k = regions.len() as u32;
+                out.message = format!(
+                    "`per_region({n})` allows at most {} in the {} that can take it",
+                    count(u64::from(n * k), "replica"),
+                    count(u64::from(k), "region")
+                );
+                out.hint = Some(format!(
+                    "allow `per_region({})`, or make targets in {} more regions eligible",
+                    wl.replicas.div_ceil(k.max(1)),
+                    missing.div_ceil(n)
+                ));
+            }
+            Block::Isolation(p) => {
+                let partner = ir.workloads.get(p as usize).map_or("", |x| x.name.as_str());
+                out.message = format!(
+                    "every pool that fits holds `{partner}`, which `{}` is isolated from",
+                    wl.name
+                );
+                out.hint = Some(format!(
+                    "add a fitting pool that `{partner}` does not use, or drop it from `isolate_from`"
+                ));
+            }
+        }
+    }
+}
+
+/// Blockers grouped for the tally: isolation from any partner counts as one kind.
+fn block_kind(b: Block) -> u8 {
+    match b {
+        Block::Capacity => 0,
+        Block::Cpu => 1,
+        Block::Memory => 2,
+        Block::SpreadTarget => 3,
+        Block::SpreadRegion => 4,
+        Block::Isolation(_) => 5,
+    }
+}

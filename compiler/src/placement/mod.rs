@@ -1,0 +1,423 @@
+//! The placement engine: from the IR to a [`Plan`].
+//!
+//! Stages, each its own module: [`index`] (per-target lookup tables), [`eligibility`] (what
+//! is technically possible, every pair, in parallel), [`policy`] (what is permitted, and the
+//! caps), [`assign`] (replicas onto pools, capacity-aware), then this module assembles the
+//! plan: placements with their realisation (variant, data endpoints, service bindings,
+//! cost, score), rejected targets with reasons ([`reasons`]), infeasibility explained
+//! ([`infeasible`]), ledgers, window states, approvals and reclaims.
+//!
+//! The meaning of every form and the algorithm are documented in `docs/placement.md`.
+//! Deterministic: the same IR and instant give byte-identical JSON; parallel stages write
+//! into preallocated slots or collect in order, and nothing iterates a hashed collection.
+
+pub mod assign;
+pub mod eligibility;
+pub mod index;
+pub mod infeasible;
+pub mod policy;
+pub mod reasons;
+pub mod units;
+pub mod verdict;
+
+use crate::ir::{Ir, Money, Selector};
+use crate::plan::{
+    ApprovalRequired, DataBinding, LedgerEntry, PLAN_FORMAT, Placement, Plan, PoolLedger,
+    ReclaimRule, Rejection, RejectionStage, ScoreTerm, ServiceBinding, TargetLedger,
+    VariantBinding, Verification, WindowState, WorkloadPlan, WorkloadStatus,
+};
+use crate::source::SourceMap;
+use assign::{Assignment, NO_POOL, Opt};
+use eligibility::{EligibilityMatrix, NO_VARIANT};
+use index::EstateIndex;
+use jiff::Timestamp;
+use policy::PolicyContext;
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+use verdict::{Reason, Verdict};
+
+/// Rejections of one workload for the same stage and reason listed one by one; beyond this,
+/// the last listed carries the count of the others (see `docs/placement.md`).
+pub const REJECTIONS_LISTED_PER_REASON: usize = 5;
+
+/// Everything the stages decided, for assembling and explaining the plan.
+pub struct Solved<'a> {
+    pub ir: &'a Ir,
+    pub sources: &'a SourceMap,
+    pub index: EstateIndex,
+    pub matrix: EligibilityMatrix,
+    pub policy: PolicyContext,
+    pub assignment: Assignment,
+}
+
+/// Runs every stage.
+pub fn solve<'a>(ir: &'a Ir, sources: &'a SourceMap, at: Timestamp) -> Solved<'a> {
+    let index = EstateIndex::build(ir);
+    let mut matrix = EligibilityMatrix::compute(ir, &index);
+    let policy = PolicyContext::new(ir, at);
+    policy.apply(ir, &index, &mut matrix);
+    let assignment = assign::assign(ir, &index, &matrix, &policy);
+    Solved {
+        ir,
+        sources,
+        index,
+        matrix,
+        policy,
+        assignment,
+    }
+}
+
+/// Plans `ir` at instant `at`. `verification` is left empty: the driver fills it once the
+/// independent verifier has passed the plan.
+pub fn plan(
+    ir: &Ir,
+    sources: &SourceMap,
+    at: Timestamp,
+    source_digest: &str,
+    compiler_version: &str,
+) -> Plan {
+    let solved = solve(ir, sources, at);
+    solved.plan(at, source_digest, compiler_version)
+}
+
+impl Solved<'_> {
+    /// Assembles the plan.
+    pub fn plan(&self, at: Timestamp, source_digest: &str, compiler_version: &str) -> Plan {
+        let ir = self.ir;
+        let workloads: Vec<WorkloadPlan> = (0..ir.workloads.len())
+            .into_par_iter()
+            .map(|w| self.workload_plan(w))
+            .collect();
+        let mut plan = Plan {
+            format: PLAN_FORMAT.into(),
+            compiler_version: compiler_version.into(),
+            source_digest: source_digest.into(),
+            at: at.to_string(),
+            plan_id: String::new(),
+            feasible: workloads.iter().all(|w| w.status == WorkloadStatus::Placed),
+            workloads,
+            pools: self.pool_ledgers(),
+            targets: self.target_ledgers(),
+            windows: ir
+                .policy
+                .windows
+                .iter()
+                .zip(&self.policy.window_in_effect)
+                .map(|(w, on)| WindowState {
+                    window: w.name.clone(),
+                    in_effect: *on,
+                })
+                .collect(),
+            reclaims: self.reclaims(),
+            verification: Verification::default(),
+        };
+        plan.plan_id = plan_id(&plan);
+        plan
+    }
+
+    fn workload_plan(&self, w: usize) -> WorkloadPlan {
+        let ir = self.ir;
+        let workload = &ir.workloads[w];
+        let a = &self.assignment;
+        let mut slots: Vec<(Opt, u32)> = a.slots[w]
+            .iter()
+            .map(|(i, n)| (a.options[w][*i as usize], *n))
+            .collect();
+        slots.sort_by_key(|(o, _)| (o.target, o.pool));
+        let placements: Vec<Placement> = slots
+            .iter()
+            .map(|(o, n)| self.placement(w, o, *n))
+            .collect();
+        let placed: u32 = slots.iter().map(|(_, n)| n).sum();
+        let cost = Money(
+            placements
+                .iter()
+                .map(|p| p.cost_per_day.0)
+                .fold(0i64, i64::saturating_add),
+        );
+        let status = if placed >= workload.replicas {
+            WorkloadStatus::Placed
+        } else if placed == 0 {
+            WorkloadStatus::Unplaced
+        } else {
+            WorkloadStatus::Partial
+        };
+        let approval = ir
+            .policy
+            .approvals
+            .iter()
+            .find(|rule| cost > rule.cost_per_day_above)
+            .map(|rule| ApprovalRequired {
+                policy: rule.policy.clone(),
+                threshold: rule.cost_per_day_above,
+                approvers: rule.approvers.clone(),
+            });
+        let fallback = workload
+            .placement
+            .fallback
+            .iter()
+            .filter(|t| self.matrix.get(w, t.index()).is_ok())
+            .map(|t| ir.targets[t.index()].name.clone())
+            .collect();
+        WorkloadPlan {
+            workload: workload.name.clone(),
+            release: workload.release.clone(),
+            status,
+            replicas: workload.replicas,
+            placements,
+            rejected: self.rejections(w, &slots),
+            cost_per_day: cost,
+            approval,
+            fallback,
+            unplaced: (placed < workload.replicas)
+                .then(|| self.infeasibility(w, workload.replicas - placed)),
+        }
+    }
+
+    fn placement(&self, w: usize, o: &Opt, replicas: u32) -> Placement {
+        let ir = self.ir;
+        let workload = &ir.workloads[w];
+        let t = o.target as usize;
+        let target = &ir.targets[t];
+        let pool = (o.pool != NO_POOL)
+            .then(|| target.pools.get(o.pool as usize))
+            .flatten();
+        let variant = workload
+            .model
+            .and_then(|m| ir.models.get(m.index()))
+            .and_then(|m| {
+                let v =
+                    (o.variant != NO_VARIANT).then(|| m.variants.get(usize::from(o.variant)))??;
+                Some(VariantBinding {
+                    model: m.name.clone(),
+                    version: m.version.clone(),
+                    variant: v.name.clone(),
+                    artifact: v.artifact.clone(),
+                    digest: v.digest.clone(),
+                })
+            });
+        let data = workload
+            .data
+            .iter()
+            .filter_map(|d| {
+                let offer = target.data.iter().find(|x| x.name == d.name)?;
+                Some(DataBinding {
+                    name: d.name.clone(),
+                    dataset: d.dataset.clone(),
+                    locality: offer.locality.as_str().into(),
+                    endpoint: offer.endpoint.clone(),
+                    latency_ns: offer.latency,
+                })
+            })
+            .collect();
+        let services = workload
+            .services
+            .iter()
+            .map(|s| ServiceBinding {
+                service: ir
+                    .services
+                    .get(s.service.index())
+                    .map_or(String::new(), |x| x.name.clone()),
+                maturity: self.index.maturity(t, s.service).as_str().into(),
+            })
+            .collect();
+        let per_replica = assign::replica_cost_per_day(ir, w, t);
+        let score = assign::preferences(ir, w)
+            .iter()
+            .zip(o.objectives)
+            .map(|(p, value)| ScoreTerm {
+                objective: p.as_str().into(),
+                value,
+            })
+            .collect();
+        Placement {
+            target: target.name.clone(),
+            pool: pool.map(|p| p.name.clone()),
+            replicas,
+            gpus_per_replica: if pool.is_some() {
+                workload.resources.gpu
+            } else {
+                0
+            },
+            accelerator: pool.map(|p| reasons::accel(ir, p.accelerator).to_string()),
+            variant,
+            data,
+            services,
+            cost_per_day: Money(per_replica.0.saturating_mul(i64::from(replicas))),
+            score,
+        }
+    }
+
+    /// Every target `w` does not use, with its reason; large groups summarised.
+    fn rejections(&self, w: usize, slots: &[(Opt, u32)]) -> Vec<Rejection> {
+        let n_targets = self.ir.targets.len();
+        let mut used = vec![false; n_targets];
+        for (o, _) in slots {
+            used[o.target as usize] = true;
+        }
+        // First option index per target, for assignment-stage reasons.
+        let options = &self.assignment.options[w];
+        let fully_placed = self.assignment.placed(w) >= self.ir.workloads[w].replicas;
+        let mut first_option: Vec<(u32, usize)> = Vec::new();
+        if !fully_placed {
+            first_option = options
+                .iter()
+                .enumerate()
+                .map(|(i, o)| (o.target, i))
+                .collect();
+            first_option.sort_unstable();
+            first_option.dedup_by_key(|(t, _)| *t);
+        }
+        let row = self.matrix.row(w);
+        let mut verdicts: Vec<(usize, Verdict)> = Vec::new();
+        for t in 0..n_targets {
+            if used[t] {
+                continue;
+            }
+            let v = row[t];
+            let v = if v.is_ok() {
+                let first = first_option
+                    .binary_search_by_key(&(t as u32), |(x, _)| *x)
+                    .ok()
+                    .map(|i| first_option[i].1);
+                self.unused_verdict(w, t, first)
+            } else {
+                v
+            };
+            verdicts.push((t, v));
+        }
+        // Group by (stage, reason key): list the first few of each, count the rest.
+        let mut groups: Vec<(RejectionStage, &'static str, Vec<usize>)> = Vec::new();
+        for (i, (_, v)) in verdicts.iter().enumerate() {
+            let r = v.reason().unwrap_or(Reason::NotNeeded);
+            let key = (r.stage(), r.key());
+            match groups.iter_mut().find(|(s, k, _)| (*s, *k) == key) {
+                Some(g) => g.2.push(i),
+                None => groups.push((key.0, key.1, vec![i])),
+            }
+        }
+        let mut listed: Vec<(usize, Rejection)> = Vec::new();
+        for (_, _, members) in groups {
+            let shown = members.len().min(REJECTIONS_LISTED_PER_REASON);
+            for (k, &i) in members.iter().take(shown).enumerate() {
+                let (t, v) = verdicts[i];
+                let mut r = self.rejection(w, t, v);
+                if k + 1 == shown {
+                    r.others = (members.len() - shown) as u32;
+                }
+                listed.push((t, r));
+            }
+        }
+        listed.sort_by_key(|(t, _)| *t);
+        listed.into_iter().map(|(_, r)| r).collect()
+    }
+
+    fn pool_ledgers(&self) -> Vec<PoolLedger> {
+        let ir = self.ir;
+        let ledger = &self.assignment.ledger;
+        let mut out = Vec::with_capacity(self.index.pools.len());
+        for (t, target) in ir.targets.iter().enumerate() {
+            for (p, pool) in target.pools.iter().enumerate() {
+                let flat = self.index.flat_pool(t, p as u32);
+                let capacity = self.index.pools.get(flat).map_or(0, |s| s.units);
+                let free = ledger.pool_free.get(flat).copied().unwrap_or(capacity);
+                out.push(PoolLedger {
+                    target: target.name.clone(),
+                    pool: pool.name.clone(),
+                    accelerator: reasons::accel(ir, pool.accelerator).into(),
+                    capacity,
+                    allocated: capacity - free.min(capacity),
+                    by_workload: ledger
+                        .holders
+                        .get(flat)
+                        .map(|h| {
+                            h.iter()
+                                .map(|(w, units)| LedgerEntry {
+                                    workload: ir.workloads[*w as usize].name.clone(),
+                                    amount: u64::from(*units),
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                });
+            }
+        }
+        out
+    }
+
+    fn target_ledgers(&self) -> Vec<TargetLedger> {
+        let ledger = &self.assignment.ledger;
+        self.ir
+            .targets
+            .iter()
+            .enumerate()
+            .map(|(t, target)| TargetLedger {
+                target: target.name.clone(),
+                cpu_millis_capacity: target.cpu_millis,
+                cpu_millis_allocated: target.cpu_millis.saturating_sub(ledger.cpu_free[t]),
+                memory_capacity: target.memory,
+                memory_allocated: target.memory.saturating_sub(ledger.memory_free[t]),
+            })
+            .collect()
+    }
+
+    fn reclaims(&self) -> Vec<ReclaimRule> {
+        let ir = self.ir;
+        ir.policy
+            .reclaims
+            .iter()
+            .map(|r| ReclaimRule {
+                policy: r.policy.clone(),
+                selector: reasons::selector(&r.selector),
+                idle_after_ns: r.idle_after,
+                workloads: ir
+                    .workloads
+                    .iter()
+                    .filter(|w| matches_selector(&r.selector, w))
+                    .map(|w| w.name.clone())
+                    .collect(),
+            })
+            .collect()
+    }
+}
+
+fn matches_selector(s: &Selector, w: &crate::ir::Workload) -> bool {
+    s.matches(w)
+}
+
+/// `sha256:` + hex over the plan's JSON with `plan_id` and `verification` emptied.
+pub fn plan_id(plan: &Plan) -> String {
+    let digest = if plan.plan_id.is_empty() && plan.verification == Verification::default() {
+        json_sha256(plan)
+    } else {
+        let mut blank = plan.clone();
+        blank.plan_id = String::new();
+        blank.verification = Verification::default();
+        json_sha256(&blank)
+    };
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256:");
+    for b in digest {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+/// SHA-256 of the compact JSON, streamed into the hasher (a large plan is never held twice).
+fn json_sha256(plan: &Plan) -> Vec<u8> {
+    struct HashWriter(Sha256);
+    impl std::io::Write for HashWriter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.update(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut w = HashWriter(Sha256::new());
+    // Serialising these plain structs cannot fail; if it ever did, the id would still be
+    // a deterministic function of the plan's prefix.
+    let _ = serde_json::to_writer(&mut w, plan);
+    w.0.finalize().to_vec()
+}
