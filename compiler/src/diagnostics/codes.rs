@@ -219,7 +219,7 @@ codes! {
     /// A placement on a target for which a deny rule holds.
     PlacementDenied = "E0621", "placement denied by policy";
     /// A window whose time zone the bundled time-zone database does not know.
-    WindowZoneUnknown = "E0622", "window time zone unknown to the verifier";
+    PlanUnknownTimeZone = "E0622", "unknown time zone";
     /// A window recorded as in effect (or not) when at the plan instant it is not (or is).
     WindowStateMismatch = "E0623", "window state mismatch";
     /// GPUs held by matching workloads above a `limit … during …` while its window is in

@@ -325,7 +325,7 @@ impl Violation {
             V::OverEntitlement { .. } => Code::OverEntitlement,
             V::NotEntitled { .. } => Code::NotEntitled,
             V::Denied { .. } => Code::PlacementDenied,
-            V::UnknownTimeZone { .. } => Code::WindowZoneUnknown,
+            V::UnknownTimeZone { .. } => Code::PlanUnknownTimeZone,
             V::WindowStateMismatch { .. } => Code::WindowStateMismatch,
             V::WindowLimitExceeded { .. } => Code::WindowLimitExceeded,
             V::SpreadExceeded { .. } => Code::SpreadExceeded,
