@@ -287,21 +287,46 @@ fn service_bindings(ir: &Ir, w: &Workload, t: &Target) -> Result<Vec<ServiceBind
 }
 
 /// Whether some way of running `w` on target `t` fits (any pool, or none for a CPU-only
-/// workload); the error is the first failing requirement of the last pool tried, or of the
-/// target itself when it has no pool.
+/// workload). When no pool fits, the error is that of the pool that came closest (failed at
+/// the latest requirement; the first such pool in written order), which names the most
+/// telling reason.
 pub(super) fn target_fit(ir: &Ir, w: &Workload, t: TargetId) -> Result<(), Unfit> {
     let Some(target) = ir.targets.get(t.index()) else {
         return Err(Unfit::NeedsPool { gpus: gpu_units(w) });
     };
-    if gpu_units(w) == 0 {
+    if gpu_units(w) == 0 || target.pools.is_empty() {
         return fit(ir, w, target, None).map(|_| ());
     }
-    let mut last = fit(ir, w, target, None).map(|_| ());
+    let mut closest: Option<Unfit> = None;
     for p in 0..target.pools.len() {
-        last = fit(ir, w, target, Some(p)).map(|_| ());
-        if last.is_ok() {
-            break;
+        match fit(ir, w, target, Some(p)) {
+            Ok(_) => return Ok(()),
+            Err(e) => {
+                if closest.as_ref().is_none_or(|c| e.rank() > c.rank()) {
+                    closest = Some(e);
+                }
+            }
         }
     }
-    last
+    Err(closest.unwrap_or(Unfit::NeedsPool { gpus: gpu_units(w) }))
+}
+
+impl Unfit {
+    /// Position of the failing requirement in the order [`fit`] checks them.
+    fn rank(&self) -> u8 {
+        match self {
+            Unfit::Environment { .. } => 0,
+            Unfit::Connectivity { .. } => 1,
+            Unfit::Cpu { .. } => 2,
+            Unfit::Memory { .. } => 3,
+            Unfit::NeedsPool { .. } | Unfit::NeedsNoPool { .. } => 4,
+            Unfit::Accelerator { .. } => 5,
+            Unfit::MigProfile { .. } => 6,
+            Unfit::GpuMemory { .. } => 7,
+            Unfit::PoolTooSmall { .. } => 8,
+            Unfit::NoVariant { .. } => 9,
+            Unfit::DataMissing { .. } | Unfit::DataLatency { .. } => 10,
+            Unfit::Service { .. } => 11,
+        }
+    }
 }

@@ -1298,11 +1298,32 @@ impl<'a> Verifier<'a> {
                     found.push(problem(&rej.target, RejectionProblem::ActuallyEligible));
                 }
             }
-            for (i, target) in ir.targets.iter().enumerate() {
-                let t = TargetId(i as u32);
-                if !used.contains(target.name.as_str()) && !seen.contains(&t) {
-                    found.push(problem(&target.name, RejectionProblem::Unaccounted));
+            // Targets rejected but not listed one by one are counted in `others`.
+            let unlisted: Vec<&str> = ir
+                .targets
+                .iter()
+                .enumerate()
+                .filter(|(i, t)| {
+                    !used.contains(t.name.as_str()) && !seen.contains(&TargetId(*i as u32))
+                })
+                .map(|(_, t)| t.name.as_str())
+                .collect();
+            let others = r
+                .plan
+                .rejected
+                .iter()
+                .fold(0u64, |n, rej| n.saturating_add(u64::from(rej.others)));
+            if others == 0 {
+                for name in unlisted {
+                    found.push(problem(name, RejectionProblem::Unaccounted));
                 }
+            } else if others != unlisted.len() as u64 {
+                found.push(Violation::RejectionCount {
+                    workload: spec.name.clone(),
+                    others,
+                    unlisted: unlisted.len() as u64,
+                    span,
+                });
             }
         }
         self.violations.extend(found);

@@ -291,6 +291,13 @@ pub enum Violation {
         problem: RejectionProblem,
         span: Span,
     },
+    /// The rejections' `others` counts do not add up to the unused targets not listed.
+    RejectionCount {
+        workload: String,
+        others: u64,
+        unlisted: u64,
+        span: Span,
+    },
 }
 
 impl Violation {
@@ -328,7 +335,7 @@ impl Violation {
             V::ApprovalUnwarranted { .. } => Code::ApprovalUnwarranted,
             V::BadFallback { .. } => Code::BadFallback,
             V::ReclaimMismatch { .. } => Code::ReclaimMismatch,
-            V::RejectionMismatch { .. } => Code::RejectionMismatch,
+            V::RejectionMismatch { .. } | V::RejectionCount { .. } => Code::RejectionMismatch,
         }
     }
 
@@ -369,7 +376,8 @@ impl Violation {
             | V::ApprovalUnwarranted { span, .. }
             | V::BadFallback { span, .. }
             | V::ReclaimMismatch { span, .. }
-            | V::RejectionMismatch { span, .. } => *span,
+            | V::RejectionMismatch { span, .. }
+            | V::RejectionCount { span, .. } => *span,
         }
     }
 
@@ -668,6 +676,14 @@ impl Violation {
                     "workload `{workload}` rejects `{target}` as ineligible, but it is eligible"
                 ),
             },
+            V::RejectionCount {
+                workload,
+                others,
+                unlisted,
+                ..
+            } => format!(
+                "workload `{workload}` counts {others} further rejected targets, but {unlisted} unused targets are not listed"
+            ),
         }
     }
 
