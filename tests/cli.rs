@@ -5,10 +5,10 @@ use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};
 
-/// A clean source under the language sketch (and with no lexical errors).
-const CLEAN: &str = "workload web {\n  replicas = 2\n}\n";
+/// A clean source: names, types and all.
+const CLEAN: &str = "const replicas = 2\n";
 /// A source with one lexical error: `$` starts no token (E0001), on line 2, column 16.
-const LEX_ERROR: &str = "workload web {\n  replicas = 2 $\n}\n";
+const LEX_ERROR: &str = "const size = 1\nconst web = 20 $\n";
 
 /// Runs `berth ARGS` in `dir`, with no `NO_COLOR` inherited and stdout/stderr piped.
 fn berth(dir: &Path, args: &[&str]) -> Output {
@@ -288,4 +288,34 @@ fn fmt_rewrites_and_check_lists_changed_files() {
         stdout(&again)
     );
     assert!(stdout(&again).is_empty());
+}
+
+#[test]
+fn each_directory_is_its_own_spec() {
+    let dir = temp_with(&[
+        ("one/a.berth", CLEAN.as_bytes()),
+        ("two/b.berth", CLEAN.as_bytes()),
+    ]);
+    let out = berth(dir.path(), &["check", "."]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let same = temp_with(&[("a.berth", CLEAN.as_bytes()), ("b.berth", CLEAN.as_bytes())]);
+    let out = berth(same.path(), &["check", "."]);
+    assert_eq!(code(&out), 1, "one directory is one namespace");
+    assert!(stderr(&out).contains("E0202"), "{}", stderr(&out));
+}
+
+#[test]
+fn emit_ir_prints_the_ir_of_one_spec() {
+    let dir = temp_with(&[("a.berth", CLEAN.as_bytes())]);
+    let out = berth(dir.path(), &["check", "--emit", "ir", "."]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let ir: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("stdout is JSON");
+    assert!(ir["workloads"].is_array(), "{ir}");
+    let two = temp_with(&[
+        ("one/a.berth", CLEAN.as_bytes()),
+        ("two/b.berth", CLEAN.as_bytes()),
+    ]);
+    let out = berth(two.path(), &["check", "--emit", "ir", "."]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("takes one spec"), "{}", stderr(&out));
 }

@@ -1,14 +1,26 @@
 //! The compiler's front door: a [`SourceMap`] in, everything the command line and the language
-//! server report out. Pure: the runtime reads the files and hands them over.
+//! server report out. Pure: the runtime reads the files and hands them over, and passes the
+//! plan instant in (the compiler never reads the clock).
 //!
-//! Each stage adds its diagnostics here; later stages (names, types, placement) hook in after
-//! parsing. Files are parsed in parallel, but results are collected in file order and the
-//! diagnostics sorted, so the output never depends on scheduling.
+//! Stages: parse every file (in parallel, collected in file order), analyse the spec (names,
+//! types, IR), then — for [`plan`] — place, and gate the plan on the independent verifier.
+//! Diagnostics are sorted, so the output never depends on scheduling.
 
-use crate::diagnostics::{Diagnostic, sort_and_dedup};
-use crate::source::SourceMap;
-use crate::syntax::parse_file;
+use crate::diagnostics::{Code, Diagnostic, sort_and_dedup};
+use crate::ir::Ir;
+use crate::placement;
+use crate::plan::Plan;
+use crate::sema;
+use crate::source::{FileId, SourceMap};
+use crate::syntax::{Parsed, parse_file};
+use crate::verify::{self, Violation};
+use jiff::Timestamp;
 use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+use std::fmt::Write as _;
+
+/// The compiler's version, recorded in every plan.
+pub const COMPILER_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// What `berth check` reports.
 #[derive(Clone, Debug, Default)]
@@ -24,29 +36,174 @@ impl CheckOutput {
     }
 }
 
-/// Checks every file of `sources`.
-pub fn check(sources: &SourceMap) -> CheckOutput {
-    let per_file: Vec<Vec<Diagnostic>> = sources
-        .files()
+/// A spec parsed and analysed: the IR when the spec is free of errors, and every diagnostic.
+pub struct Compilation {
+    /// One per file of the source map, in file order (the formatter and the language server
+    /// reuse them).
+    pub parsed: Vec<Parsed>,
+    /// `Some` exactly when no diagnostic is an error.
+    pub ir: Option<Ir>,
+    /// Parse and semantic diagnostics, sorted and without duplicates.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Compilation {
+    /// Whether any diagnostic is an error.
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+}
+
+/// Parses the files `files` of `sources` (in parallel; results in the order given). Ids
+/// the map does not hold are skipped.
+pub fn parse(sources: &SourceMap, files: &[FileId]) -> Vec<Parsed> {
+    files
         .par_iter()
-        .map(|file| parse_file(file.id, &file.text).diagnostics)
+        .filter_map(|id| sources.get(*id))
+        .map(|file| parse_file(file.id, &file.text))
+        .collect()
+}
+
+/// Every file id of `sources`, in file order: the spec when a map holds exactly one.
+pub fn all_files(sources: &SourceMap) -> Vec<FileId> {
+    sources.files().iter().map(|f| f.id).collect()
+}
+
+/// Parses and analyses the spec made of every file of `sources`.
+pub fn compile(sources: &SourceMap) -> Compilation {
+    compile_spec(sources, &all_files(sources))
+}
+
+/// Parses and analyses the spec made of the files `files` of `sources` (one namespace; the
+/// runtime groups a directory's files into one spec). Spans keep pointing into `sources`.
+pub fn compile_spec(sources: &SourceMap, files: &[FileId]) -> Compilation {
+    let parsed = parse(sources, files);
+    let (ir, mut semantic) = sema::analyze(sources, &parsed);
+    drop_cascades(&parsed, &mut semantic);
+    let mut diagnostics: Vec<Diagnostic> = parsed
+        .iter()
+        .flat_map(|p| p.diagnostics.iter().cloned())
+        .chain(semantic)
         .collect();
-    let mut diagnostics: Vec<Diagnostic> = per_file.into_iter().flatten().collect();
+    sort_and_dedup(&mut diagnostics);
+    Compilation {
+        parsed,
+        ir,
+        diagnostics,
+    }
+}
+
+/// A field the parser could not read is reported once, as a syntax error: in a file with
+/// syntax errors, "missing required field" would mostly repeat them (an unterminated string
+/// swallows the rest of its block), so those are left out until the syntax is fixed.
+fn drop_cascades(parsed: &[Parsed], semantic: &mut Vec<Diagnostic>) {
+    let broken: Vec<FileId> = parsed
+        .iter()
+        .filter_map(|p| {
+            p.diagnostics
+                .iter()
+                .find(|d| d.is_error())
+                .map(|d| d.primary.span.file)
+        })
+        .collect();
+    if broken.is_empty() {
+        return;
+    }
+    semantic.retain(|d| d.code != Code::MissingField || !broken.contains(&d.primary.span.file));
+}
+
+/// Checks every file of `sources` as one spec: syntax, names, types and the semantic checks.
+pub fn check(sources: &SourceMap) -> CheckOutput {
+    CheckOutput {
+        diagnostics: compile(sources).diagnostics,
+    }
+}
+
+/// Checks several specs held in one source map, each on its own (its own namespace), and
+/// reports their diagnostics together, sorted.
+pub fn check_specs(sources: &SourceMap, specs: &[Vec<FileId>]) -> CheckOutput {
+    let mut diagnostics: Vec<Diagnostic> = specs
+        .iter()
+        .flat_map(|files| compile_spec(sources, files).diagnostics)
+        .collect();
     sort_and_dedup(&mut diagnostics);
     CheckOutput { diagnostics }
+}
+
+/// The spec's identity, recorded in a plan so a runtime can refuse a plan whose spec changed:
+/// `sha256:` + hex over every file's name and text, in file order, each length-prefixed so
+/// no two different specs hash the same bytes.
+pub fn source_digest(sources: &SourceMap) -> String {
+    let mut hasher = Sha256::new();
+    for file in sources.files() {
+        hasher.update((file.name.len() as u64).to_le_bytes());
+        hasher.update(file.name.as_bytes());
+        hasher.update((file.text.len() as u64).to_le_bytes());
+        hasher.update(file.text.as_bytes());
+    }
+    let mut out = String::from("sha256:");
+    for b in hasher.finalize() {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
+}
+
+/// Why [`plan`] wrote no plan.
+#[derive(Debug)]
+pub enum PlanFailure {
+    /// The spec has errors; nothing was placed.
+    Spec(Vec<Diagnostic>),
+    /// The placement engine produced a plan the independent verifier rejects: a bug in the
+    /// engine, never written out. The unverified plan is kept for `--debug` inspection.
+    Unverified {
+        plan: Box<Plan>,
+        violations: Vec<Violation>,
+    },
+}
+
+/// A verified plan and the warnings the spec produced.
+pub struct Planned {
+    pub ir: Ir,
+    pub plan: Plan,
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// Compiles, places at instant `at` and verifies. The plan returned has passed the verifier
+/// and carries its summary; an infeasible plan is still a plan (`plan.feasible == false`),
+/// with every unplaced workload explained.
+pub fn plan(sources: &SourceMap, at: Timestamp) -> Result<Planned, PlanFailure> {
+    let compiled = compile(sources);
+    let Some(ir) = compiled.ir else {
+        return Err(PlanFailure::Spec(compiled.diagnostics));
+    };
+    let digest = source_digest(sources);
+    let mut plan = placement::plan(&ir, sources, at, &digest, COMPILER_VERSION);
+    match verify::verify(&ir, &plan, at) {
+        Ok(summary) => plan.verification = summary,
+        Err(violations) => {
+            return Err(PlanFailure::Unverified {
+                plan: Box::new(plan),
+                violations,
+            });
+        }
+    }
+    Ok(Planned {
+        ir,
+        plan,
+        warnings: compiled.diagnostics,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnostics::Code;
 
     #[test]
     fn diagnostics_come_out_in_file_order() {
         let mut map = SourceMap::new();
-        map.add("a.berth", "workload a { replicas = 2 }\n");
-        map.add("b.berth", "workload b { x = $ }\n");
-        map.add("c.berth", "workload c { y = # }\n");
+        map.add("a.berth", "const a = 2\n");
+        map.add("b.berth", "const b = $\n");
+        map.add("c.berth", "const c = #\n");
         let out = check(&map);
         assert!(out.has_errors());
         let files: Vec<u32> = out
@@ -65,9 +222,37 @@ mod tests {
     #[test]
     fn clean_sources_have_no_diagnostics() {
         let mut map = SourceMap::new();
-        map.add("a.berth", "workload a {\n  replicas = 2\n}\n");
+        map.add("a.berth", "const replicas = 2\n");
         let out = check(&map);
-        assert!(!out.has_errors());
-        assert!(out.diagnostics.is_empty());
+        assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics);
+    }
+
+    #[test]
+    fn semantic_mistakes_are_reported() {
+        let mut map = SourceMap::new();
+        map.add("a.berth", "workload a {\n  replica = 2\n}\n");
+        let out = check(&map);
+        assert!(out.has_errors());
+    }
+
+    #[test]
+    fn specs_are_separate_namespaces() {
+        let mut map = SourceMap::new();
+        let a = map.add("one/a.berth", "const x = 1\n");
+        let b = map.add("two/b.berth", "const x = 2\n");
+        assert!(check(&map).has_errors(), "one namespace: `x` defined twice");
+        assert!(!check_specs(&map, &[vec![a], vec![b]]).has_errors());
+    }
+
+    #[test]
+    fn digest_tells_file_boundaries_apart() {
+        let mut one = SourceMap::new();
+        one.add("a.berth", "ab");
+        one.add("b.berth", "c");
+        let mut two = SourceMap::new();
+        two.add("a.berth", "a");
+        two.add("b.berth", "bc");
+        assert_ne!(source_digest(&one), source_digest(&two));
+        assert_eq!(source_digest(&one), source_digest(&one.clone()));
     }
 }

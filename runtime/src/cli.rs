@@ -45,8 +45,11 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Check sources for errors without planning.
+    /// Check sources for errors without planning. Each directory's files form one spec.
     Check {
+        /// Also print a compiled form on stdout (one spec only).
+        #[arg(long, value_enum, value_name = "FORM")]
+        emit: Option<Emit>,
         /// `.berth` files, or directories searched recursively for them.
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<PathBuf>,
@@ -60,6 +63,13 @@ pub enum Command {
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<PathBuf>,
     },
+}
+
+/// A compiled form `berth check --emit` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Emit {
+    /// The typed intermediate representation, as JSON (for debugging the compiler).
+    Ir,
 }
 
 /// Runs the command line of this process and returns its exit code.
@@ -120,7 +130,7 @@ fn clap_error(e: &clap::Error, env: Environment, out: &mut dyn Write, err: &mut 
 
 fn dispatch(command: Command, ui: &mut Ui<'_>) -> io::Result<Exit> {
     match command {
-        Command::Check { paths } => check(&paths, ui),
+        Command::Check { emit, paths } => check(&paths, emit, ui),
         Command::Fmt { check, paths } => {
             let mode = if check {
                 FmtMode::Check
@@ -132,15 +142,59 @@ fn dispatch(command: Command, ui: &mut Ui<'_>) -> io::Result<Exit> {
     }
 }
 
-fn check(paths: &[PathBuf], ui: &mut Ui<'_>) -> io::Result<Exit> {
+fn check(paths: &[PathBuf], emit: Option<Emit>, ui: &mut Ui<'_>) -> io::Result<Exit> {
     let loaded = match files::load(paths, &FsReader) {
         Ok(loaded) => loaded,
         Err(errors) => return load_failed(&errors, ui),
     };
-    let output = berth_compiler::check(&loaded.sources);
+    let specs = loaded.specs();
+    if let Some(Emit::Ir) = emit {
+        return check_emit_ir(&loaded, &specs, ui);
+    }
+    let output = berth_compiler::driver::check_specs(&loaded.sources, &specs);
     ui.diagnostics(&output.diagnostics, &loaded.sources, serde_json::Map::new())?;
     ui.summary(&output.diagnostics, loaded.sources.len())?;
     Ok(if output.has_errors() {
+        Exit::ErrorsFound
+    } else {
+        Exit::Clean
+    })
+}
+
+/// `check --emit ir`: the IR of exactly one spec on stdout, diagnostics as usual on stderr.
+fn check_emit_ir(
+    loaded: &files::Loaded,
+    specs: &[Vec<berth_compiler::source::FileId>],
+    ui: &mut Ui<'_>,
+) -> io::Result<Exit> {
+    let [spec] = specs else {
+        ui.problem(
+            &format_args!(
+                "`--emit ir` takes one spec, but the paths hold {}",
+                specs.len()
+            ),
+            Some("name one spec directory (its files form one spec)"),
+        )?;
+        return Ok(Exit::Trouble);
+    };
+    let compiled = berth_compiler::driver::compile_spec(&loaded.sources, spec);
+    if let Some(ir) = &compiled.ir {
+        writeln!(ui.out, "{}", berth_compiler::sema::ir_to_json(ir))?;
+    }
+    let human = Ui {
+        out: &mut *ui.out,
+        err: &mut *ui.err,
+        output: OutputFormat::Human,
+        color: ui.color,
+    };
+    let mut human = human;
+    human.diagnostics(
+        &compiled.diagnostics,
+        &loaded.sources,
+        serde_json::Map::new(),
+    )?;
+    human.summary(&compiled.diagnostics, spec.len())?;
+    Ok(if compiled.has_errors() {
         Exit::ErrorsFound
     } else {
         Exit::Clean

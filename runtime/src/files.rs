@@ -10,8 +10,9 @@
 //! unreadable, larger than [`MAX_FILE_BYTES`] (checked before reading the whole file) or not
 //! UTF-8 (with the byte offset and line of the first invalid byte).
 
-use berth_compiler::source::SourceMap;
+use berth_compiler::source::{FileId, SourceMap};
 use berth_compiler::syntax::limits::MAX_FILE_BYTES;
+use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -224,6 +225,19 @@ fn has_source_extension(path: &Path) -> bool {
 pub struct Loaded {
     pub sources: SourceMap,
     pub paths: Vec<PathBuf>,
+}
+
+impl Loaded {
+    /// The files grouped into specs: one spec per directory (its files share one namespace),
+    /// directories in path order, each spec's files in path order.
+    pub fn specs(&self) -> Vec<Vec<FileId>> {
+        let mut by_dir: BTreeMap<&Path, Vec<FileId>> = BTreeMap::new();
+        for (file, path) in self.sources.files().iter().zip(&self.paths) {
+            let dir = path.parent().unwrap_or(Path::new(""));
+            by_dir.entry(dir).or_default().push(file.id);
+        }
+        by_dir.into_values().collect()
+    }
 }
 
 /// Discovers and reads every source under `paths`. Reports every problem, not just the first.
