@@ -7,6 +7,7 @@
 //! `target.` come from the tables [`WORKLOAD_PATHS`] and [`TARGET_PATHS`] (also what the
 //! language server completes). Arithmetic is only allowed on constants, which are folded.
 
+use super::body::Owner;
 use super::error::SemaError;
 use super::eval::{Catalogued, Checker};
 use super::lower::{list_of, member_of, str_of, u32_of};
@@ -1132,8 +1133,8 @@ pub fn lower_policies<'a>(ck: &mut Checker<'a>, ir: &mut Ir, spans: &mut SpanTab
                         _ => None,
                     };
                     ck.path.clear();
-                    let owner = "`entitle`".to_string();
-                    let f = ck.check_body(body, &schema::ENTITLE, sc, &owner, subject.span);
+                    let owner = Owner::Block("entitle");
+                    let f = ck.check_body(body, &schema::ENTITLE, sc, owner, subject.span);
                     let Some(identity) = identity else { continue };
                     if let Some((_, first)) = entitled.iter().find(|(i, _)| *i == identity) {
                         ck.error(SemaError::DuplicateRule {
@@ -1177,7 +1178,13 @@ pub fn lower_policies<'a>(ck: &mut Checker<'a>, ir: &mut Ir, spans: &mut SpanTab
                         _ => None,
                     };
                     ck.path.clear();
-                    let f = ck.check_body(body, &schema::QUOTA, sc, "`quota`", subject.span);
+                    let f = ck.check_body(
+                        body,
+                        &schema::QUOTA,
+                        sc,
+                        Owner::Block("quota"),
+                        subject.span,
+                    );
                     let Some(team) = team else { continue };
                     if let Some((_, first)) = quotas.iter().find(|(t, _)| *t == team) {
                         ck.error(SemaError::DuplicateRule {
@@ -1219,7 +1226,13 @@ pub fn lower_policies<'a>(ck: &mut Checker<'a>, ir: &mut Ir, spans: &mut SpanTab
                         }
                     };
                     ck.path.clear();
-                    let f = ck.check_body(body, &schema::LIMIT, sc, "`limit`", selector.span);
+                    let f = ck.check_body(
+                        body,
+                        &schema::LIMIT,
+                        sc,
+                        Owner::Block("limit"),
+                        selector.span,
+                    );
                     let (Some(selector), Some(window)) = (sel, win) else {
                         continue;
                     };
@@ -1242,8 +1255,13 @@ pub fn lower_policies<'a>(ck: &mut Checker<'a>, ir: &mut Ir, spans: &mut SpanTab
                         sc,
                     );
                     ck.path.clear();
-                    let f =
-                        ck.check_body(body, &schema::APPROVAL, sc, "`approval`", condition.span);
+                    let f = ck.check_body(
+                        body,
+                        &schema::APPROVAL,
+                        sc,
+                        Owner::Block("approval"),
+                        condition.span,
+                    );
                     let approvers: Vec<String> = list_of(f.get("approvers"))
                         .iter()
                         .filter_map(|(v, _)| str_of(Some(v)))
