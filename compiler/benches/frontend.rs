@@ -50,7 +50,8 @@ fn frontend(c: &mut Criterion) {
     let bytes: usize = spec.files().iter().map(|f| f.text.len()).sum();
     let mut group = c.benchmark_group("check_100k_lines_100_files");
     group.throughput(Throughput::Bytes(bytes as u64));
-    group.sample_size(20);
+    // About 100 ms a check: criterion's fewest samples keep the run to a few seconds.
+    group.sample_size(10);
     group.bench_function("check", |b| {
         b.iter_with_large_drop(|| driver::compile(black_box(&spec)))
     });

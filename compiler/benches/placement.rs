@@ -14,11 +14,7 @@ use support::{best, cpu_time, peak_rss};
 mod support;
 
 fn main() {
-    // `cargo bench` passes `--bench`; only numbers are ours.
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
+    let args = support::numeric_args();
     let workloads = args.first().copied().unwrap_or(10_000);
     let targets = args.get(1).copied().unwrap_or(2_000);
     let runs = args.get(2).copied().unwrap_or(3).max(1);

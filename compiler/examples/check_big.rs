@@ -16,10 +16,7 @@ use std::time::{Duration, Instant};
 mod support;
 
 fn main() {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
+    let args = support::numeric_args();
     let lines = args.first().copied().unwrap_or(100_000);
     let files = args.get(1).copied().unwrap_or(100).max(1);
     let runs = args.get(2).copied().unwrap_or(10).max(1);

@@ -5,6 +5,15 @@
 
 use std::time::Duration;
 
+/// The numeric command-line arguments, in order (`cargo bench` adds `--bench`, which is
+/// skipped with anything else that is not a number).
+pub fn numeric_args() -> Vec<usize> {
+    std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect()
+}
+
 /// The shortest of `times`.
 pub fn best(times: &[Duration]) -> Duration {
     times.iter().min().copied().unwrap_or_default()

@@ -57,6 +57,12 @@ pub fn file(id: FileId) -> Option<&'static StdFile> {
         .and_then(|i| FILES.get(i as usize))
 }
 
+/// Every standard-library file, parsed: an owned copy of [`parsed`] for callers that keep
+/// the trees (cloning is much cheaper than parsing).
+pub fn parse() -> Vec<Parsed> {
+    parsed().to_vec()
+}
+
 /// Every standard-library file, parsed once per process: the text is compiled in, so the
 /// trees never change, and `berth check`, the language server (on every keystroke) and the
 /// tests would otherwise parse it again on every analysis.
