@@ -9,13 +9,12 @@ use berth_compiler::placement::{self, eligibility::EligibilityMatrix, index::Est
 use berth_compiler::plan::WorkloadStatus;
 use berth_compiler::source::SourceMap;
 use std::time::{Duration, Instant};
+use support::{best, cpu_time, peak_rss};
+
+mod support;
 
 fn main() {
-    // `cargo bench` passes `--bench`; only numbers are ours.
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
+    let args = support::numeric_args();
     let workloads = args.first().copied().unwrap_or(10_000);
     let targets = args.get(1).copied().unwrap_or(2_000);
     let runs = args.get(2).copied().unwrap_or(3).max(1);
@@ -138,35 +137,4 @@ fn main() {
         t.elapsed()
     );
     println!("peak memory (VmHWM): {}", peak_rss());
-}
-
-fn best(times: &[Duration]) -> Duration {
-    times.iter().min().copied().unwrap_or_default()
-}
-
-/// CPU time of the whole process (all threads), from `/proc/self/stat` (10 ms ticks).
-fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let ticks: u64 = [11, 12]
-        .iter()
-        .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
-        .sum();
-    Duration::from_millis(ticks * 10)
-}
-
-fn peak_rss() -> String {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM"))
-                .map(|l| l.trim_start_matches("VmHWM:").trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
 }

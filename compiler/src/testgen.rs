@@ -25,41 +25,74 @@ impl Mix {
     fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
         items[self.below(items.len() as u64) as usize]
     }
+
+    /// Two different items (lists in a spec may not repeat an element).
+    fn pick_two<'a>(&mut self, items: &[&'a str]) -> (&'a str, &'a str) {
+        let first = self.below(items.len() as u64) as usize;
+        let second = (first + 1 + self.below(items.len() as u64 - 1) as usize) % items.len();
+        (items[first], items[second])
+    }
 }
 
-const ACCELERATORS: &[&str] = &["L4", "L40S", "H100", "H200", "A100", "T4", "JetsonOrinNano"];
+const ACCELERATORS: &[&str] = &[
+    "L4",
+    "L40S",
+    "H100",
+    "H200",
+    "A100_80GB",
+    "T4",
+    "JetsonOrinNano",
+];
 const CLASSES: &[&str] = &["factory", "datacenter", "cloud", "branch", "edge"];
 const CONNECTIVITY: &[&str] = &["disconnected", "intermittent", "connected"];
-const KINDS: &[&str] = &["service", "batch", "notebook", "training"];
+const KINDS: &[&str] = &["service", "batch", "notebook", "agent"];
 const WORKLOAD_CLASSES: &[&str] = &["production", "experiment", "staging"];
 const REGIONS: &[&str] = &["eu-west", "eu-central", "us-east", "ap-south"];
+
+/// The imports every generated file starts with (imports are per file).
+const HEADER: &str = "/// Generated specification.\n\
+                      use std.gpu.{L4, L40S, H100, H200, A100_80GB, T4, JetsonOrinNano}\n\
+                      use std.services.{object_store, model_cache, online_prediction}\n\n";
 
 /// A specification of about `lines` lines: a header of imports, then rounds of models,
 /// workloads, targets, placements and, now and then, a policy, in the style of
 /// `docs/language.md`. Comments and doc comments included.
 pub fn spec(lines: usize) -> String {
-    let mut out = String::with_capacity(lines * 36);
+    spec_files(lines, 1).pop().unwrap_or_default()
+}
+
+/// The same specification as [`spec`] split over `files` files of about `lines / files`
+/// lines each, as a real spec directory is: every file has the import header, and rounds
+/// (with their names and random choices) continue from one file to the next, so the files
+/// form one valid spec. `spec_files(n, 1)` is `[spec(n)]`.
+pub fn spec_files(lines: usize, files: usize) -> Vec<String> {
+    let files = files.max(1);
+    let per_file = lines.div_ceil(files);
     let mut mix = Mix(0x5EED_BE27);
-    out.push_str(
-        "/// Generated specification.\n\
-         use std.gpu.{L4, L40S, H100, H200, A100, T4, JetsonOrinNano}\n\
-         use std.services.{object_store, model_cache, online_prediction}\n\n",
-    );
-    let mut line_count = out.bytes().filter(|&b| b == b'\n').count();
     let mut round = 0usize;
-    while line_count < lines {
-        let before = out.len();
-        emit_round(&mut out, &mut mix, round);
-        line_count += out[before..].bytes().filter(|&b| b == b'\n').count();
-        round += 1;
-    }
-    out
+    (0..files)
+        .map(|_| {
+            let mut out = String::with_capacity(per_file * 36);
+            out.push_str(HEADER);
+            let mut line_count = newlines(&out);
+            while line_count < per_file {
+                let before = out.len();
+                emit_round(&mut out, &mut mix, round);
+                line_count += newlines(&out[before..]);
+                round += 1;
+            }
+            out
+        })
+        .collect()
+}
+
+fn newlines(text: &str) -> usize {
+    text.bytes().filter(|&b| b == b'\n').count()
 }
 
 fn emit_round(out: &mut String, mix: &mut Mix, round: usize) {
     let n = round;
-    let acc = mix.pick(ACCELERATORS);
-    let acc2 = mix.pick(ACCELERATORS);
+    let (acc, acc2) = mix.pick_two(ACCELERATORS);
     let _ = write!(
         out,
         "/// Model {n}.\n\
@@ -69,7 +102,7 @@ fn emit_round(out: &mut String, mix: &mut Mix, round: usize) {
          \x20   format     = onnx\n\
          \x20   gpu_memory = {}GiB\n\
          \x20   artifact   = \"oci://models.example.com/model-{n}:fp16\"\n\
-         \x20   digest     = \"sha256:{:016x}\"\n\
+         \x20   digest     = \"sha256:{:016x}{:016x}{:016x}{:016x}\"\n\
          \x20 }}\n\
          \x20 variant int8 {{\n\
          \x20   format       = tensorrt\n\
@@ -83,13 +116,16 @@ fn emit_round(out: &mut String, mix: &mut Mix, round: usize) {
         mix.below(10),
         4 + mix.below(40),
         mix.next(),
-        2 + mix.below(12),
+        mix.next(),
+        mix.next(),
+        mix.next(),
+        // At most 7GiB: fits the smallest accelerator the variant may list (8GB).
+        2 + mix.below(6),
     );
     let kind = mix.pick(KINDS);
     let class = mix.pick(WORKLOAD_CLASSES);
     let conn = mix.pick(CONNECTIVITY);
-    let env1 = mix.pick(CLASSES);
-    let env2 = mix.pick(CLASSES);
+    let (env1, env2) = mix.pick_two(CLASSES);
     let _ = write!(
         out,
         "workload workload_{n} {{\n\
@@ -162,7 +198,8 @@ fn emit_round(out: &mut String, mix: &mut Mix, round: usize) {
          \x20 prefer   = [lowest(data_latency), lowest(cost)]\n\
          \x20 fallback = [target_{n}]\n\
          }}\n\n",
-        n / 2,
+        // Another, earlier target (the first placement names the next one).
+        if n == 0 { 1 } else { n / 2 },
         1 + mix.below(3),
     );
     if n.is_multiple_of(10) {
@@ -174,8 +211,8 @@ fn emit_round(out: &mut String, mix: &mut Mix, round: usize) {
              \x20 entitle service_account(\"team-{n}\") {{ gpu <= {}  accelerators = [L4, H100]\n\
              \x20                                    environments = [factory, cloud] }}\n\
              \x20 quota team(\"team-{n}\") {{ gpu <= {} }}\n\
-             \x20 window peak = weekdays 08:00..18:00 in \"Europe/Paris\"\n\
-             \x20 limit class experiment during peak {{ gpu <= {} }}\n\
+             \x20 window peak_{n} = weekdays 08:00..18:00 in \"Europe/Paris\"\n\
+             \x20 limit class experiment during peak_{n} {{ gpu <= {} }}\n\
              \x20 approval when cost_per_day > {} {{ approvers = [\"platform-leads\"] }}\n\
              \x20 reclaim kind notebook when gpu_idle > {}m\n\
              }}\n\n",
@@ -198,5 +235,15 @@ mod tests {
         assert_eq!(a, spec(2_000));
         let lines = a.lines().count();
         assert!((2_000..2_100).contains(&lines), "{lines} lines");
+    }
+
+    #[test]
+    fn one_file_is_the_spec_and_files_share_the_rounds() {
+        assert_eq!(spec_files(2_000, 1), vec![spec(2_000)]);
+        let files = spec_files(2_000, 4);
+        assert_eq!(files.len(), 4);
+        let total: usize = files.iter().map(|f| f.lines().count()).sum();
+        assert!((2_000..2_400).contains(&total), "{total} lines");
+        assert!(files[1].contains("model model_") && !files[1].contains("model model_0 "));
     }
 }

@@ -9,6 +9,7 @@ use super::schema::{BlockSchema, Presence, Shape};
 use super::types::{Ty, Val};
 use crate::source::Span;
 use crate::syntax::ast::{Body, CompareOp, EntryKind, Ident, MapEntry, MapKey};
+use std::fmt;
 
 /// The checked entries of one block, per schema field.
 #[derive(Clone, Debug)]
@@ -73,7 +74,7 @@ impl<'a> Checker<'a> {
         body: &'a Body,
         schema: &'static BlockSchema,
         sc: ScopeRef,
-        owner: &str,
+        owner: Owner<'_>,
         anchor: Span,
     ) -> Fields<'a> {
         let mut fields = Fields {
@@ -136,12 +137,15 @@ impl<'a> Checker<'a> {
                 });
                 continue;
             }
-            let path_key = match label {
-                Some(l) => format!("{}.{}", key.name, l.name),
-                None => key.name.clone(),
-            };
-            self.record_span(&path_key, entry.span);
-            let saved = self.push_path(&path_key);
+            // The entry's dotted path (`data.images.max_latency`), appended in place and
+            // cut back after: no allocation per entry beyond the span table's key.
+            let outer = self.path.len();
+            self.push_path(&key.name);
+            if let Some(l) = label {
+                self.path.push('.');
+                self.path.push_str(&l.name);
+            }
+            self.record_path_span(entry.span);
             let (value, value_span) = match (value, &field.shape) {
                 (EntryValue::Expr(e), Shape::Value(ty) | Shape::Labelled(ty)) => {
                     (self.check(e, ty, sc), e.span)
@@ -149,15 +153,15 @@ impl<'a> Checker<'a> {
                 (EntryValue::Bound(_, e), Shape::Bound(ty)) => (self.check(e, ty, sc), e.span),
                 (EntryValue::Block(b), Shape::Block(s) | Shape::LabelledBlock(s)) => {
                     let owner = match label {
-                        Some(l) => format!("{} `{}`", s.name, l.name),
-                        None => format!("`{}`", s.name),
+                        Some(l) => Owner::Named(s.name, &l.name),
+                        None => Owner::Block(s.name),
                     };
-                    let inner = self.check_body(b, s, sc, &owner, key.span);
+                    let inner = self.check_body(b, s, sc, owner, key.span);
                     (Some(Val::Fields(Box::new(inner))), b.span)
                 }
                 _ => (None, entry.span),
             };
-            self.path = saved;
+            self.path.truncate(outer);
             fields.slots[index].push(Slot {
                 label,
                 key_span: label.map_or(key.span, |l| key.span.to(l.span)),
@@ -178,18 +182,15 @@ impl<'a> Checker<'a> {
         fields
     }
 
-    fn push_path(&mut self, key: &str) -> String {
-        let saved = self.path.clone();
-        if self.path.is_empty() {
-            self.path = key.to_string();
-        } else {
+    /// Appends `key` to the dotted path of the block being checked.
+    fn push_path(&mut self, key: &str) {
+        if !self.path.is_empty() {
             self.path.push('.');
-            self.path.push_str(key);
         }
-        saved
+        self.path.push_str(key);
     }
 
-    fn report_missing(&mut self, fields: &Fields<'a>, owner: &str, anchor: Span) {
+    fn report_missing(&mut self, fields: &Fields<'a>, owner: Owner<'_>, anchor: Span) {
         for (i, f) in fields.schema.fields.iter().enumerate() {
             if matches!(f.presence, Presence::Required | Presence::AtLeastOne)
                 && fields.slots[i].is_empty()
@@ -294,8 +295,27 @@ impl<'a> Checker<'a> {
                 value,
             });
         }
-        self.report_missing(&fields, &format!("`{}`", schema.name), span);
+        self.report_missing(&fields, Owner::Block(schema.name), span);
         fields
+    }
+}
+
+/// The block that missing fields are reported against, written out only when one is
+/// missing (formatting it for every block would cost more than checking most of them).
+#[derive(Clone, Copy, Debug)]
+pub enum Owner<'n> {
+    /// A record or an unlabelled block: `` `resources` ``.
+    Block(&'n str),
+    /// A named item or a labelled block: `` workload `vision` ``, `` data `images` ``.
+    Named(&'n str, &'n str),
+}
+
+impl fmt::Display for Owner<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Owner::Block(kind) => write!(f, "`{kind}`"),
+            Owner::Named(kind, name) => write!(f, "{kind} `{name}`"),
+        }
     }
 }
 

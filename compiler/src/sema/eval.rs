@@ -11,6 +11,7 @@
 //! through a constant and does not fit is reported where the constant is used, with a label
 //! at its definition.
 
+use super::body::Owner;
 use super::error::SemaError;
 use super::resolve::{Def, Names, ScopeRef, suggest};
 use super::schema::{self, BlockSchema, Presence};
@@ -80,12 +81,24 @@ impl<'a> Checker<'a> {
     /// Records the span of a field path in the item being lowered.
     pub fn record_span(&mut self, key: &str, span: Span) {
         if let Some(spans) = &mut self.spans {
-            let path = if self.path.is_empty() {
-                key.to_string()
-            } else {
-                format!("{}.{key}", self.path)
-            };
+            // Built by hand: this runs for every entry of every item, and `format!` costs
+            // several times a reserve and two copies.
+            let mut path = String::with_capacity(self.path.len() + 1 + key.len());
+            if !self.path.is_empty() {
+                path.push_str(&self.path);
+                path.push('.');
+            }
+            path.push_str(key);
             spans.entry(path).or_insert(span);
+        }
+    }
+
+    /// Records the span of the current path itself (the entry being checked).
+    pub fn record_path_span(&mut self, span: Span) {
+        if let Some(spans) = &mut self.spans
+            && !spans.contains_key(&self.path)
+        {
+            spans.insert(self.path.clone(), span);
         }
     }
 
@@ -1208,8 +1221,7 @@ impl<'a> Checker<'a> {
         ctor: &'a Ident,
         sc: ScopeRef,
     ) -> super::body::Fields<'a> {
-        let owner = format!("`{}`", schema.name);
-        self.check_body(body, schema, sc, &owner, ctor.span)
+        self.check_body(body, schema, sc, Owner::Block(schema.name), ctor.span)
     }
 }
 

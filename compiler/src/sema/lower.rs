@@ -8,7 +8,7 @@
 //! While lowering, accelerator and service ids are the indices of the constants that define
 //! them; [`remap_catalogue`] then numbers the ones actually used densely, in definition order.
 
-use super::body::Fields;
+use super::body::{Fields, Owner};
 use super::error::SemaError;
 use super::eval::{Catalogued, Checker};
 use super::resolve::Def;
@@ -96,8 +96,13 @@ impl<'a> Checker<'a> {
         name: &crate::syntax::ast::Ident,
     ) -> Fields<'a> {
         self.path.clear();
-        let owner = format!("{} `{}`", schema.name, name.name);
-        self.check_body(body, schema, sc, &owner, name.span)
+        self.check_body(
+            body,
+            schema,
+            sc,
+            Owner::Named(schema.name, &name.name),
+            name.span,
+        )
     }
 
     /// A list of references; reports duplicates. Returns the definitions with their spans.
@@ -706,9 +711,9 @@ fn lower_placements(ck: &mut Checker<'_>, ir: &mut Ir, spans: &mut SpanTable) {
         // Spans go into the workload's table under `placement.`.
         ck.spans = Some(BTreeMap::new());
         ck.path.clear();
-        let owner = format!("placement `{}`", name.name);
+        let owner = Owner::Named("placement", &name.name);
         ck.path = "placement".into();
-        let f = ck.check_body(body, &schema::PLACEMENT, sc, &owner, name.span);
+        let f = ck.check_body(body, &schema::PLACEMENT, sc, owner, name.span);
         ck.path.clear();
 
         let targets: Option<Vec<(TargetId, Span)>> = f.has("targets").then(|| {

@@ -40,9 +40,8 @@ use resolve::Names;
 /// to report; they are not repeated here.
 pub fn analyze(sources: &SourceMap, parsed: &[Parsed]) -> (Option<Ir>, Vec<Diagnostic>) {
     let _ = sources;
-    let std_parsed = stdlib::parse();
     let user: Vec<&SourceFileAst> = parsed.iter().map(|p| &p.ast).collect();
-    let (ir, mut diagnostics) = run(&std_parsed, &user);
+    let (ir, mut diagnostics) = run(stdlib::parsed(), &user);
     let parse_failed = parsed
         .iter()
         .any(|p| p.diagnostics.iter().any(Diagnostic::is_error));
@@ -115,10 +114,10 @@ pub struct Catalogue {
 
 /// Analyses the standard library alone and returns its catalogue.
 pub fn catalogue() -> Catalogue {
-    let std_parsed = stdlib::parse();
+    let std_parsed = stdlib::parsed();
     let std_asts: Vec<(&'static str, &SourceFileAst)> = stdlib::FILES
         .iter()
-        .zip(&std_parsed)
+        .zip(std_parsed)
         .map(|(f, p)| (f.module, &p.ast))
         .collect();
     let mut errors = Vec::new();

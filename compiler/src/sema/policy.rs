@@ -7,15 +7,16 @@
 //! `target.` come from the tables [`WORKLOAD_PATHS`] and [`TARGET_PATHS`] (also what the
 //! language server completes). Arithmetic is only allowed on constants, which are folded.
 
+use super::body::{Fields, Owner};
 use super::error::SemaError;
 use super::eval::{Catalogued, Checker};
 use super::lower::{list_of, member_of, str_of, u32_of};
 use super::resolve::{Def, ScopeRef, suggest};
-use super::schema;
+use super::schema::{self, BlockSchema};
 use super::types::{Dec, EnumTy, QDim, RefKind, Ty, Val};
 use crate::ir::*;
 use crate::source::Span;
-use crate::syntax::ast::{BinaryOp, CompareOp, Expr, ExprKind, Ident, RuleKind, UnaryOp};
+use crate::syntax::ast::{BinaryOp, Body, CompareOp, Expr, ExprKind, Ident, RuleKind, UnaryOp};
 use std::collections::BTreeMap;
 
 /// The type of a value in a condition.
@@ -1046,6 +1047,19 @@ fn enum_value(e: EnumTy, i: u8) -> Option<Value> {
     }
 }
 
+/// Checks the body of a policy rule (`quota team("x") { … }`): field paths start afresh,
+/// and missing fields are reported against the rule's kind.
+fn rule_body<'a>(
+    ck: &mut Checker<'a>,
+    body: &'a Body,
+    schema: &'static BlockSchema,
+    sc: ScopeRef,
+    anchor: Span,
+) -> Fields<'a> {
+    ck.path.clear();
+    ck.check_body(body, schema, sc, Owner::Block(schema.name), anchor)
+}
+
 // ---------------------------------------------------------------- rules
 
 /// Lowers every `policy` item, rules in source order, into `ir.policy`.
@@ -1131,9 +1145,7 @@ pub fn lower_policies<'a>(ck: &mut Checker<'a>, ir: &mut Ir, spans: &mut SpanTab
                         Some(Val::Identity(kind, name)) => Some(Identity { kind, name }),
                         _ => None,
                     };
-                    ck.path.clear();
-                    let owner = "`entitle`".to_string();
-                    let f = ck.check_body(body, &schema::ENTITLE, sc, &owner, subject.span);
+                    let f = rule_body(ck, body, &schema::ENTITLE, sc, subject.span);
                     let Some(identity) = identity else { continue };
                     if let Some((_, first)) = entitled.iter().find(|(i, _)| *i == identity) {
                         ck.error(SemaError::DuplicateRule {
@@ -1176,8 +1188,7 @@ pub fn lower_policies<'a>(ck: &mut Checker<'a>, ir: &mut Ir, spans: &mut SpanTab
                         Some(Val::Team(t)) => Some(t),
                         _ => None,
                     };
-                    ck.path.clear();
-                    let f = ck.check_body(body, &schema::QUOTA, sc, "`quota`", subject.span);
+                    let f = rule_body(ck, body, &schema::QUOTA, sc, subject.span);
                     let Some(team) = team else { continue };
                     if let Some((_, first)) = quotas.iter().find(|(t, _)| *t == team) {
                         ck.error(SemaError::DuplicateRule {
@@ -1218,8 +1229,7 @@ pub fn lower_policies<'a>(ck: &mut Checker<'a>, ir: &mut Ir, spans: &mut SpanTab
                             None
                         }
                     };
-                    ck.path.clear();
-                    let f = ck.check_body(body, &schema::LIMIT, sc, "`limit`", selector.span);
+                    let f = rule_body(ck, body, &schema::LIMIT, sc, selector.span);
                     let (Some(selector), Some(window)) = (sel, win) else {
                         continue;
                     };
@@ -1241,9 +1251,7 @@ pub fn lower_policies<'a>(ck: &mut Checker<'a>, ir: &mut Ir, spans: &mut SpanTab
                         "approval when cost_per_day > 500",
                         sc,
                     );
-                    ck.path.clear();
-                    let f =
-                        ck.check_body(body, &schema::APPROVAL, sc, "`approval`", condition.span);
+                    let f = rule_body(ck, body, &schema::APPROVAL, sc, condition.span);
                     let approvers: Vec<String> = list_of(f.get("approvers"))
                         .iter()
                         .filter_map(|(v, _)| str_of(Some(v)))

@@ -7,6 +7,7 @@
 
 use crate::source::FileId;
 use crate::syntax::{Parsed, parse_file};
+use std::sync::OnceLock;
 
 /// File ids of standard-library files start here.
 pub const STD_FILE_BASE: u32 = 0xFFFF_0000;
@@ -56,11 +57,22 @@ pub fn file(id: FileId) -> Option<&'static StdFile> {
         .and_then(|i| FILES.get(i as usize))
 }
 
-/// Parses every standard-library file.
+/// Every standard-library file, parsed: an owned copy of [`parsed`] for callers that keep
+/// the trees (cloning is much cheaper than parsing).
 pub fn parse() -> Vec<Parsed> {
-    FILES
-        .iter()
-        .enumerate()
-        .map(|(i, f)| parse_file(file_id(i), f.text))
-        .collect()
+    parsed().to_vec()
+}
+
+/// Every standard-library file, parsed once per process: the text is compiled in, so the
+/// trees never change, and `berth check`, the language server (on every keystroke) and the
+/// tests would otherwise parse it again on every analysis.
+pub fn parsed() -> &'static [Parsed] {
+    static PARSED: OnceLock<Vec<Parsed>> = OnceLock::new();
+    PARSED.get_or_init(|| {
+        FILES
+            .iter()
+            .enumerate()
+            .map(|(i, f)| parse_file(file_id(i), f.text))
+            .collect()
+    })
 }
