@@ -521,6 +521,49 @@ mod tests {
     }
 
     #[test]
+    fn excerpts_render_like_diagnostics_with_their_own_title() {
+        let map = sources();
+        let excerpts = [
+            Excerpt {
+                message: "`lyon`: the reason".into(),
+                labels: vec![
+                    Label {
+                        span: span_of(&map, 0, "16Gb"),
+                        message: "required here".into(),
+                    },
+                    Label {
+                        span: span_of(&map, 1, "lyon"),
+                        message: "offered here".into(),
+                    },
+                ],
+                notes: vec!["a note".into()],
+            },
+            Excerpt {
+                message: "nowhere to point".into(),
+                labels: Vec::new(),
+                notes: vec!["still noted".into()],
+            },
+        ];
+        let plain = render_excerpts("Rejected", &excerpts, &map, false);
+        assert!(!plain.contains('\x1b'), "{plain:?}");
+        for expected in [
+            "Rejected: `lyon`: the reason",
+            "a.berth:4:12",
+            "required here",
+            "b.berth:1:8",
+            "offered here",
+            "Note: a note",
+            "Rejected: nowhere to point\n  note: still noted\n",
+        ] {
+            assert!(
+                plain.contains(expected),
+                "`{expected}` missing from:\n{plain}"
+            );
+        }
+        assert!(render_excerpts("Rejected", &excerpts[..1], &map, true).contains("\x1b["));
+    }
+
+    #[test]
     fn summary_lines() {
         let map = sources();
         let diags = examples(&map);

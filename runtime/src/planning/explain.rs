@@ -12,9 +12,10 @@ use crate::cli::Exit;
 use crate::report::{OutputFormat, Ui};
 use berth_compiler::diagnostics::Label;
 use berth_compiler::diagnostics::render::{Excerpt, render_excerpts};
-use berth_compiler::driver::{self, PlanFailure, Planned};
+use berth_compiler::driver::Planned;
 use berth_compiler::ir::TargetId;
 use berth_compiler::placement;
+use berth_compiler::placement::units::{count, duration};
 use berth_compiler::plan::{Placement, Rejection, SourceRef, WorkloadPlan};
 use berth_compiler::sema::resolve::suggest;
 use berth_compiler::source::{FileId, Span};
@@ -39,29 +40,9 @@ pub struct ExplainArgs {
 
 /// Runs `berth explain`.
 pub fn run(args: &ExplainArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
-    let at = match spec::instant(args.at.as_deref(), ui)? {
-        Ok(at) => at,
+    let (spec, planned, at) = match spec::load_and_plan(&args.spec, args.at.as_deref(), ui)? {
+        Ok(done) => done,
         Err(exit) => return Ok(exit),
-    };
-    let spec = match spec::load(&args.spec, ui)? {
-        Ok(spec) => spec,
-        Err(exit) => return Ok(exit),
-    };
-    let planned = match driver::plan(&spec.sources, at) {
-        Ok(planned) => planned,
-        Err(PlanFailure::Spec(diags)) => {
-            ui.diagnostics(&diags, &spec.shown, serde_json::Map::new())?;
-            ui.summary(&diags, spec.shown.len())?;
-            return Ok(Exit::ErrorsFound);
-        }
-        Err(PlanFailure::Unverified { violations, .. }) => {
-            ui.problem(
-                &"the placement engine made a plan that the verifier rejects",
-                Some("this is a bug in berth: please report it with the spec and the `--at` used"),
-            )?;
-            spec::print_violations(&violations, &spec.shown, serde_json::Map::new(), ui)?;
-            return Ok(Exit::ErrorsFound);
-        }
     };
     let names = planned.plan.workloads.iter().map(|w| w.workload.as_str());
     let Some(wp) = planned
@@ -266,7 +247,7 @@ impl Explainer<'_> {
                 d.endpoint
                     .as_ref()
                     .map_or_else(String::new, |e| format!(", {e}")),
-                score_value("data_latency", d.latency_ns as i64)
+                duration(d.latency_ns)
             ));
         }
         if !p.services.is_empty() {
@@ -343,18 +324,14 @@ fn label(span: Span, message: &str) -> Label {
 }
 
 fn replicas(n: u32) -> String {
-    if n == 1 {
-        "1 replica".into()
-    } else {
-        format!("{n} replicas")
-    }
+    count(u64::from(n), "replica")
 }
 
 /// A score term for people: money for `cost`, a duration for `data_latency`.
 fn score_value(objective: &str, value: i64) -> String {
     match objective {
         "cost" => format!("{} a day", berth_compiler::ir::Money(value)),
-        "data_latency" => super::table::latency(value),
+        "data_latency" => duration(value.max(0) as u64),
         _ => value.to_string(),
     }
 }

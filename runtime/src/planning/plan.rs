@@ -8,7 +8,6 @@ use super::{spec, table};
 use crate::cli::Exit;
 use crate::report::{OutputFormat, Ui};
 use berth_compiler::diagnostics::render::render_terminal;
-use berth_compiler::driver::{self, PlanFailure};
 use berth_compiler::plan::Plan;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -29,30 +28,9 @@ pub struct PlanArgs {
 
 /// Runs `berth plan`.
 pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
-    let at = match spec::instant(args.at.as_deref(), ui)? {
-        Ok(at) => at,
+    let (spec, planned, _) = match spec::load_and_plan(&args.spec, args.at.as_deref(), ui)? {
+        Ok(done) => done,
         Err(exit) => return Ok(exit),
-    };
-    let spec = match spec::load(&args.spec, ui)? {
-        Ok(spec) => spec,
-        Err(exit) => return Ok(exit),
-    };
-    let planned = match driver::plan(&spec.sources, at) {
-        Ok(planned) => planned,
-        Err(PlanFailure::Spec(diags)) => {
-            ui.diagnostics(&diags, &spec.shown, serde_json::Map::new())?;
-            ui.summary(&diags, spec.shown.len())?;
-            ui.status(&"no plan: the spec has errors")?;
-            return Ok(Exit::ErrorsFound);
-        }
-        Err(PlanFailure::Unverified { violations, .. }) => {
-            ui.problem(
-                &"the placement engine made a plan that the verifier rejects; nothing was written",
-                Some("this is a bug in berth: please report it with the spec and the `--at` used"),
-            )?;
-            spec::print_violations(&violations, &spec.shown, serde_json::Map::new(), ui)?;
-            return Ok(Exit::ErrorsFound);
-        }
     };
     // Warnings go to stderr in both modes: stdout holds the plan alone.
     if !planned.warnings.is_empty() {

@@ -6,6 +6,7 @@ use crate::files::{self, FsReader};
 use crate::report::{OutputFormat, Ui};
 use berth_compiler::diagnostics::Diagnostic;
 use berth_compiler::diagnostics::render::render_terminal;
+use berth_compiler::driver::{self, PlanFailure, Planned};
 use berth_compiler::source::{SourceMap, Span};
 use berth_compiler::verify::Violation;
 use jiff::Timestamp;
@@ -66,6 +67,41 @@ fn spec_relative_name(root: &Path, file: &Path) -> String {
         .map(|c| c.as_os_str().to_string_lossy())
         .collect::<Vec<_>>()
         .join("/")
+}
+
+/// What `plan` and `explain` share: the instant (`--at` or now), the spec at `path`, and its
+/// verified plan. Every failure is printed here (a spec with errors: its diagnostics; a plan
+/// the verifier rejects: the violations) and its exit code returned.
+pub fn load_and_plan(
+    path: &Path,
+    at: Option<&str>,
+    ui: &mut Ui<'_>,
+) -> io::Result<Result<(Spec, Planned, Timestamp), Exit>> {
+    let at = match instant(at, ui)? {
+        Ok(at) => at,
+        Err(exit) => return Ok(Err(exit)),
+    };
+    let spec = match load(path, ui)? {
+        Ok(spec) => spec,
+        Err(exit) => return Ok(Err(exit)),
+    };
+    match driver::plan(&spec.sources, at) {
+        Ok(planned) => Ok(Ok((spec, planned, at))),
+        Err(PlanFailure::Spec(diags)) => {
+            ui.diagnostics(&diags, &spec.shown, serde_json::Map::new())?;
+            ui.summary(&diags, spec.shown.len())?;
+            ui.status(&"no plan: the spec has errors")?;
+            Ok(Err(Exit::ErrorsFound))
+        }
+        Err(PlanFailure::Unverified { violations, .. }) => {
+            ui.problem(
+                &"the placement engine made a plan that the verifier rejects; no plan was written",
+                Some("this is a bug in berth: please report it with the spec and the `--at` used"),
+            )?;
+            print_violations(&violations, &spec.shown, serde_json::Map::new(), ui)?;
+            Ok(Err(Exit::ErrorsFound))
+        }
+    }
 }
 
 /// The plan instant: `--at` (RFC 3339 with `Z` or an offset) or now, to the second.

@@ -2,6 +2,7 @@
 //! deterministic: the same plan gives the same text.
 
 use berth_compiler::ir::Money;
+use berth_compiler::placement::units::{count, duration};
 use berth_compiler::plan::{Placement, Plan, Rejection, ScoreTerm, WorkloadPlan, WorkloadStatus};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -155,28 +156,11 @@ fn score(terms: &[ScoreTerm]) -> String {
         .iter()
         .map(|t| match t.objective.as_str() {
             "cost" => format!("cost {}", Money(t.value)),
-            "data_latency" => format!("data_latency {}", latency(t.value)),
+            "data_latency" => format!("data_latency {}", duration(t.value.max(0) as u64)),
             other => format!("{other} {}", t.value),
         })
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// `2ms`, `850us`, `1.5s`: nanoseconds in the largest unit that keeps it readable.
-pub fn latency(ns: i64) -> String {
-    const UNITS: [(&str, i64); 3] = [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)];
-    for (unit, size) in UNITS {
-        if ns >= size {
-            let whole = ns / size;
-            let tenths = (ns % size) * 10 / size;
-            return if tenths == 0 {
-                format!("{whole}{unit}")
-            } else {
-                format!("{whole}.{tenths}{unit}")
-            };
-        }
-    }
-    format!("{ns}ns")
 }
 
 /// `rejected: 5 targets (data_latency 2, denied 1, not_needed 2)`, counting the targets a
@@ -220,22 +204,5 @@ fn table(out: &mut String, rows: &[[String; 5]]) {
 }
 
 fn plural(n: usize, noun: &str) -> String {
-    if n == 1 {
-        format!("{n} {noun}")
-    } else {
-        format!("{n} {noun}s")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn latencies_read_naturally() {
-        assert_eq!(latency(2_000_000), "2ms");
-        assert_eq!(latency(1_500_000_000), "1.5s");
-        assert_eq!(latency(850_000), "850us");
-        assert_eq!(latency(12), "12ns");
-    }
+    count(n as u64, noun)
 }
