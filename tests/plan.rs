@@ -441,3 +441,39 @@ fn explain_suggests_names_it_does_not_know() {
         stderr(&out)
     );
 }
+
+/// The human output of `berth plan` for every example at the peak instant: what people read,
+/// kept as snapshots (exit code, stdout, stderr).
+#[test]
+fn example_plans_for_people() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut names: Vec<String> = fs::read_dir(&root)
+        .expect("examples")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    for name in names {
+        let dir = copy_example(&name, unchanged);
+        let out = berth(dir.path(), &["plan", "spec", "--at", PEAK]);
+        let shown = format!(
+            "exit {}\n--- stdout\n{}--- stderr\n{}",
+            code(&out),
+            stdout(&out),
+            stderr(&out)
+        );
+        insta::assert_snapshot!(format!("plan_{name}"), shown);
+    }
+}
+
+#[test]
+fn explanation_of_a_held_back_experiment() {
+    let dir = copy_example("peak-hours", unchanged);
+    let out = berth(
+        dir.path(),
+        &["explain", "spec", "distill_trial", "--at", PEAK],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    insta::assert_snapshot!(stdout(&out));
+}

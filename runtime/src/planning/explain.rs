@@ -115,7 +115,7 @@ impl Explainer<'_> {
         if let Some(u) = &w.unplaced {
             let mut notes = Vec::new();
             if let Some(hint) = &u.hint {
-                notes.push(format!("hint: {hint}"));
+                notes.push(format!("to place it: {hint}"));
             }
             if let Some(window) = &u.held_by_window {
                 notes.push(format!(
