@@ -166,6 +166,48 @@ mod tests {
     use super::*;
 
     #[test]
+    fn violations_point_into_the_spec_or_stand_alone() {
+        let mut sources = SourceMap::new();
+        let file = sources.add("targets.berth", "target lyon {\n}\n");
+        let violations = [
+            Violation::PlanIdMismatch {
+                recorded: "sha256:0".into(),
+                computed: "sha256:1".into(),
+            },
+            Violation::PoolOverCommitted {
+                target: "lyon".into(),
+                pool: "l4".into(),
+                allocated: 11,
+                capacity: 8,
+                span: Span::new(file, 7, 11),
+            },
+        ];
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let mut ui = Ui {
+            out: &mut out,
+            err: &mut err,
+            output: OutputFormat::Human,
+            color: false,
+        };
+        print_violations(&violations, &sources, serde_json::Map::new(), &mut ui).expect("print");
+        let text = String::from_utf8(err).expect("UTF-8");
+        assert!(
+            text.starts_with("error: [E0603] plan id `sha256:0` does not match"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  note: its content hashes to `sha256:1`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("[E0615] Error: pool `l4` of `lyon` is over-committed: 11 GPUs allocated, 8 available"),
+            "{text}"
+        );
+        assert!(text.contains("targets.berth:1:8"), "{text}");
+        assert!(out.is_empty());
+    }
+
+    #[test]
     fn names_are_relative_to_the_spec() {
         let root = Path::new("examples/three-plants");
         assert_eq!(

@@ -125,6 +125,20 @@ fn workload(out: &mut String, w: &WorkloadPlan) {
     if !w.rejected.is_empty() {
         let _ = writeln!(out, "  {}", rejected_line(&w.rejected));
     }
+    // Short of replicas: say per target why it could not take them.
+    if w.status != WorkloadStatus::Placed {
+        for r in &w.rejected {
+            let _ = write!(out, "    {}: {}", r.target, r.message);
+            if r.others > 0 {
+                let _ = write!(
+                    out,
+                    " (and {} more for the same reason)",
+                    plural(r.others as usize, "target")
+                );
+            }
+            out.push('\n');
+        }
+    }
 }
 
 fn status(s: WorkloadStatus) -> &'static str {
