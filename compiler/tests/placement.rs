@@ -447,6 +447,46 @@ fn mig_slices_come_only_from_a_pool_partitioned_into_that_profile() {
     );
     let r = rejection(&p, "whole", "dc");
     assert_eq!(r.reason, "mig");
+    assert_eq!(
+        r.message,
+        "needs whole GPUs; pool `a100` is partitioned into MIG `1g.10gb` instances, which serve \
+         only workloads asking for `mig = \"1g.10gb\"`"
+    );
+}
+
+/// Above `FULL_LISTING_TARGETS` targets a plan lists a few rejections per reason and counts
+/// the rest in `others`: such a plan still passes the verifier, which checks the counts.
+#[test]
+fn plans_of_large_estates_list_rejections_briefly_and_verify() {
+    let n = placement::FULL_LISTING_TARGETS + 20;
+    let mut spec = IrBuilder::new().workload("vision", |w| {
+        w.gpu(1).replicas(2).environments(&[EnvClass::Factory])
+    });
+    for i in 0..n {
+        // Every third target is a factory with a GPU; the others fail for one of two reasons.
+        spec = spec.target(&format!("t{i:03}"), move |t| match i % 3 {
+            0 => t.class(EnvClass::Factory).pool("l4", "L4", 1),
+            1 => t.class(EnvClass::Cloud).pool("l4", "L4", 1),
+            _ => t.class(EnvClass::Factory),
+        });
+    }
+    let ir = spec.build();
+    let p = plan(&ir);
+    let w = workload(&p, "vision");
+    assert_eq!(w.status, WorkloadStatus::Placed);
+    let listed = w.rejected.len();
+    let counted: u32 = w.rejected.iter().map(|r| r.others).sum();
+    assert!(listed < n, "{listed} rejections listed for {n} targets");
+    assert!(counted > 0);
+    assert_eq!(listed + counted as usize + w.placements.len(), n);
+    for reason in ["environment", "accelerator", "not_needed"] {
+        let of_reason: Vec<&Rejection> = w.rejected.iter().filter(|r| r.reason == reason).collect();
+        assert_eq!(
+            of_reason.len(),
+            placement::REJECTIONS_LISTED_PER_REASON,
+            "{reason}"
+        );
+    }
 }
 
 #[test]

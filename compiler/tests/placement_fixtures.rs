@@ -2,7 +2,8 @@
 //! the product) and every `examples/*/` directory another. Each is compiled, planned at its
 //! instant (a first line `// at: RFC3339`; by default Wednesday 2025-06-04 10:00 in Paris,
 //! inside a weekday peak window), checked by the independent verifier, and its plan
-//! snapshotted as JSON. Adding a case is adding a file.
+//! snapshotted as JSON. Adding a case is adding a file. Every example must also place every
+//! replica at a quiet instant, outside every window.
 
 use berth_compiler::diagnostics::Diagnostic;
 use berth_compiler::placement;
@@ -15,6 +16,10 @@ use jiff::Timestamp;
 use std::path::{Path, PathBuf};
 
 const DEFAULT_AT: &str = "2025-06-04T08:00:00Z";
+
+/// Tuesday 2025-06-03, 20:00 in Paris and Berlin: no window of any example is in effect, so
+/// every example must place every replica.
+const QUIET_AT: &str = "2025-06-03T18:00:00Z";
 
 /// Compiles `files` (name, text) as one spec, plans it at `at` and verifies the plan.
 fn check(files: &[(String, String)], at: Timestamp) -> Plan {
@@ -90,8 +95,24 @@ fn examples_plan_and_verify() {
             .iter()
             .map(|f| (file_name(f), std::fs::read_to_string(f).expect("source")))
             .collect();
-        let at = DEFAULT_AT.parse().expect("instant");
-        let plan = check(&sources, at);
-        insta::assert_snapshot!(format!("example_{}", file_name(&dir)), json(&plan));
+        let name = file_name(&dir);
+        let quiet = check(&sources, QUIET_AT.parse().expect("instant"));
+        assert!(quiet.feasible, "{name} is not feasible at {QUIET_AT}");
+        // At the default instant (a weekday at 10:00 in Paris) the `peak` windows are in
+        // effect: as its README says, peak-hours then holds back `distill_trial`, and only it.
+        let plan = check(&sources, DEFAULT_AT.parse().expect("instant"));
+        let unplaced: Vec<&str> = plan
+            .workloads
+            .iter()
+            .filter(|w| w.unplaced.is_some())
+            .map(|w| w.workload.as_str())
+            .collect();
+        let expected: &[&str] = if name == "peak-hours" {
+            &["distill_trial"]
+        } else {
+            &[]
+        };
+        assert_eq!(unplaced, expected, "{name} at {DEFAULT_AT}");
+        insta::assert_snapshot!(format!("example_{name}"), json(&plan));
     }
 }

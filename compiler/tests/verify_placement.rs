@@ -98,33 +98,6 @@ fn examples_place_something() {
 
 // ---------------------------------------------------------------- generated estates
 
-/// The one reading on which the engine and the verifier differ today, reported to the lead:
-/// the engine lets a workload that asks for whole GPUs (no `mig`) take MIG slices of a
-/// partitioned pool as if they were GPUs; the verifier holds that a partitioned pool offers
-/// only slices of its profile, to workloads asking for that profile (the IR's definition of
-/// `Pool::mig`). Tolerated here, and only here, until the language decides.
-fn known_disagreement(v: &verify::Violation) -> bool {
-    use verify::{FallbackProblem, Unfit, Violation};
-    let whole_gpus_on_slices = |u: &Unfit| {
-        matches!(
-            u,
-            Unfit::MigProfile {
-                required: None,
-                offered: Some(_),
-                ..
-            }
-        )
-    };
-    match v {
-        Violation::Ineligible { unfit, .. } => whole_gpus_on_slices(unfit),
-        Violation::BadFallback {
-            problem: FallbackProblem::Ineligible(unfit),
-            ..
-        } => whole_gpus_on_slices(unfit),
-        _ => false,
-    }
-}
-
 const IDENTITIES: [&str; 3] = ["alpha", "beta", "gamma"];
 
 fn arb_pool(i: usize) -> impl Strategy<Value = Pool> {
@@ -608,7 +581,6 @@ proptest! {
             .err()
             .unwrap_or_default()
             .into_iter()
-            .filter(|v| !known_disagreement(v))
             .map(|v| v.to_string())
             .collect();
         prop_assert!(

@@ -54,6 +54,12 @@ pub enum Command {
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<PathBuf>,
     },
+    /// Place a spec's workloads: a verified plan, printed or saved (`-o FILE`).
+    Plan(crate::planning::PlanArgs),
+    /// Why a workload went where it went, and why not elsewhere.
+    Explain(crate::planning::ExplainArgs),
+    /// Re-check a saved plan against its spec.
+    Verify(crate::planning::VerifyArgs),
     /// Rewrite sources in the canonical layout.
     Fmt {
         /// Write nothing: list the files that would change and fail if there are any.
@@ -131,6 +137,9 @@ fn clap_error(e: &clap::Error, env: Environment, out: &mut dyn Write, err: &mut 
 fn dispatch(command: Command, ui: &mut Ui<'_>) -> io::Result<Exit> {
     match command {
         Command::Check { emit, paths } => check(&paths, emit, ui),
+        Command::Plan(args) => crate::planning::plan::run(&args, ui),
+        Command::Explain(args) => crate::planning::explain::run(&args, ui),
+        Command::Verify(args) => crate::planning::verify::run(&args, ui),
         Command::Fmt { check, paths } => {
             let mode = if check {
                 FmtMode::Check

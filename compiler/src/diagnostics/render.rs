@@ -35,28 +35,53 @@ fn build_report<'a>(
     sources: &SourceMap,
     color: bool,
 ) -> ariadne::Report<'a, ReportSpan> {
-    let kind = match diag.severity {
-        Severity::Error => ReportKind::Error,
-        Severity::Warning => ReportKind::Warning,
+    let (kind, primary_color) = match diag.severity {
+        Severity::Error => (ReportKind::Error, Color::Red),
+        Severity::Warning => (ReportKind::Warning, Color::Yellow),
     };
+    let labels: Vec<(&Label, Color)> = std::iter::once((&diag.primary, primary_color))
+        .chain(diag.labels.iter().map(|l| (l, Color::Blue)))
+        .collect();
+    let text = ReportText {
+        code: Some(diag.code.as_str()),
+        message: &diag.message,
+        notes: &diag.notes,
+        help: diag.help.as_deref(),
+    };
+    assemble(kind, &text, &labels, sources, color)
+}
+
+/// The words of a report around its labels.
+struct ReportText<'t> {
+    code: Option<&'static str>,
+    message: &'t str,
+    notes: &'t [String],
+    help: Option<&'t str>,
+}
+
+/// An ariadne report of `kind` whose first label is the primary one (it locates the report).
+fn assemble<'a>(
+    kind: ReportKind<'a>,
+    text: &ReportText<'_>,
+    labels: &[(&Label, Color)],
+    sources: &SourceMap,
+    color: bool,
+) -> ariadne::Report<'a, ReportSpan> {
     let config = Config::new()
         .with_color(color)
         .with_char_set(CharSet::Unicode)
         // Our spans are byte offsets; ariadne counts chars unless told otherwise.
         .with_index_type(IndexType::Byte);
-    let primary_range = clamp_range(sources, &diag.primary);
-    let mut report = ariadne::Report::build(kind, (diag.primary.span.file, primary_range))
+    let location = labels.first().map_or((FileId(0), 0..0), |(l, _)| {
+        (l.span.file, clamp_range(sources, l))
+    });
+    let mut report = ariadne::Report::build(kind, location)
         .with_config(config)
-        .with_code(diag.code.as_str())
-        .with_message(&diag.message);
-
-    let primary_color = match diag.severity {
-        Severity::Error => Color::Red,
-        Severity::Warning => Color::Yellow,
-    };
-    let labels = std::iter::once((&diag.primary, primary_color))
-        .chain(diag.labels.iter().map(|l| (l, Color::Blue)));
-    for (order, (label, label_color)) in labels.enumerate() {
+        .with_message(text.message);
+    if let Some(code) = text.code {
+        report = report.with_code(code);
+    }
+    for (order, (label, label_color)) in labels.iter().enumerate() {
         // A label in a file the map does not know would make ariadne print to stderr.
         if sources.get(label.span.file).is_none() {
             continue;
@@ -68,17 +93,105 @@ fn build_report<'a>(
             .with_message(&label.message);
         // ariadne does not filter label colours by `Config::with_color`: only set them when on.
         if color {
-            ariadne_label = ariadne_label.with_color(label_color);
+            ariadne_label = ariadne_label.with_color(*label_color);
         }
         report = report.with_label(ariadne_label);
     }
-    for note in &diag.notes {
+    for note in text.notes {
         report = report.with_note(note);
     }
-    if let Some(help) = &diag.help {
+    if let Some(help) = text.help {
         report = report.with_help(help);
     }
     report.finish()
+}
+
+/// A source excerpt that is not a diagnostic: `berth explain` shows with it where a
+/// requirement and the offer it was compared with are written. The first label locates it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Excerpt {
+    /// Shown after the kind, like a diagnostic's message.
+    pub message: String,
+    /// The first is drawn as the primary label.
+    pub labels: Vec<Label>,
+    pub notes: Vec<String>,
+}
+
+/// Renders `excerpts` like diagnostics, titled `kind` (`Rejected`, `Placed`) instead of
+/// `Error`, each followed by a blank line. An excerpt without labels renders its message
+/// and notes only.
+pub fn render_excerpts(
+    kind: &str,
+    excerpts: &[Excerpt],
+    sources: &SourceMap,
+    color: bool,
+) -> String {
+    let mut cache = SourceCache::new(sources);
+    let mut out = Vec::new();
+    for excerpt in excerpts {
+        // Without a location ariadne has nothing to draw (and would look the header's file
+        // up anyway): the message and notes alone.
+        if !excerpt
+            .labels
+            .iter()
+            .any(|l| sources.get(l.span.file).is_some())
+        {
+            let mut plain = format!("{kind}: {}\n", excerpt.message);
+            for note in &excerpt.notes {
+                plain.push_str(&format!("  note: {note}\n"));
+            }
+            out.extend_from_slice(plain.as_bytes());
+            out.push(b'\n');
+            continue;
+        }
+        let labels: Vec<(&Label, Color)> = excerpt
+            .labels
+            .iter()
+            .filter(|l| sources.get(l.span.file).is_some())
+            .enumerate()
+            .map(|(i, l)| (l, if i == 0 { Color::Cyan } else { Color::Blue }))
+            .collect();
+        let text = ReportText {
+            code: None,
+            message: &excerpt.message,
+            notes: &excerpt.notes,
+            help: None,
+        };
+        let report = assemble(
+            ReportKind::Custom(kind, Color::Cyan),
+            &text,
+            &labels,
+            sources,
+            color,
+        );
+        let mut one = Vec::new();
+        // Writing into a Vec cannot fail; a failure would only lose this report's text.
+        let _ = report.write(&mut cache, &mut one);
+        if color {
+            out.extend_from_slice(&one);
+        } else {
+            // ariadne colours a custom kind's title even when colour is off.
+            out.extend_from_slice(without_ansi_escapes(&String::from_utf8_lossy(&one)).as_bytes());
+        }
+        out.push(b'\n');
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `text` without its ANSI SGR sequences (`ESC [ … m`).
+fn without_ansi_escapes(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("\x1b[") {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i + 2..];
+        rest = match tail.find('m') {
+            Some(end) => &tail[end + 1..],
+            None => "",
+        };
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The label's byte range, clamped to its file and widened to character boundaries so that
@@ -405,6 +518,49 @@ mod tests {
         assert_eq!(line, 2);
         assert!(text.contains("cr.berth:2:3"), "{text}");
         assert_eq!(to_json(&diag, &map)["start"]["line"], 2);
+    }
+
+    #[test]
+    fn excerpts_render_like_diagnostics_with_their_own_title() {
+        let map = sources();
+        let excerpts = [
+            Excerpt {
+                message: "`lyon`: the reason".into(),
+                labels: vec![
+                    Label {
+                        span: span_of(&map, 0, "16Gb"),
+                        message: "required here".into(),
+                    },
+                    Label {
+                        span: span_of(&map, 1, "lyon"),
+                        message: "offered here".into(),
+                    },
+                ],
+                notes: vec!["a note".into()],
+            },
+            Excerpt {
+                message: "nowhere to point".into(),
+                labels: Vec::new(),
+                notes: vec!["still noted".into()],
+            },
+        ];
+        let plain = render_excerpts("Rejected", &excerpts, &map, false);
+        assert!(!plain.contains('\x1b'), "{plain:?}");
+        for expected in [
+            "Rejected: `lyon`: the reason",
+            "a.berth:4:12",
+            "required here",
+            "b.berth:1:8",
+            "offered here",
+            "Note: a note",
+            "Rejected: nowhere to point\n  note: still noted\n",
+        ] {
+            assert!(
+                plain.contains(expected),
+                "`{expected}` missing from:\n{plain}"
+            );
+        }
+        assert!(render_excerpts("Rejected", &excerpts[..1], &map, true).contains("\x1b["));
     }
 
     #[test]

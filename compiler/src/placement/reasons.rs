@@ -339,7 +339,11 @@ impl Solved<'_> {
                 "needs MIG `{m}` slices; pool `{pool}` ({}) is not partitioned",
                 self.pool_accel(t, p)
             ),
-            (None, _) => format!("pool `{pool}` does not offer the MIG slices the workload needs"),
+            // A partitioned pool serves only workloads asking for its profile.
+            (None, _) => format!(
+                "needs whole GPUs; pool `{pool}` is partitioned into MIG `{pool_profile}` instances, \
+                 which serve only workloads asking for `mig = \"{pool_profile}\"`"
+            ),
         }
     }
 

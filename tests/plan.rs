@@ -1,0 +1,479 @@
+//! End-to-end tests of `berth plan`, `berth explain` and `berth verify`: the real binary on
+//! copies of the examples in temporary directories, checking exit codes (0 placed and
+//! verified, 1 infeasible / errors / refused, 2 usage or I/O), where output goes, and that
+//! plans are byte-identical for the same sources and instant.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Wednesday 2025-06-04, 10:00 in Paris and Berlin: the `peak` windows are in effect.
+const PEAK: &str = "2025-06-04T08:00:00Z";
+
+fn berth(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("NO_COLOR")
+        .output()
+        .expect("the berth binary runs")
+}
+
+fn code(output: &Output) -> i32 {
+    output.status.code().expect("berth exits normally")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).expect("stdout is UTF-8")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).expect("stderr is UTF-8")
+}
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(name)
+}
+
+/// A temporary directory holding a copy of example `name` in `DIR/spec`, each file passed
+/// through `edit` (file name, text).
+fn copy_example(name: &str, edit: impl Fn(&str, String) -> String) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spec = dir.path().join("spec");
+    fs::create_dir(&spec).expect("spec dir");
+    for entry in fs::read_dir(example(name)).expect("example") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "berth") {
+            let file = path
+                .file_name()
+                .expect("name")
+                .to_string_lossy()
+                .into_owned();
+            let text = fs::read_to_string(&path).expect("source");
+            fs::write(spec.join(&file), edit(&file, text)).expect("write");
+        }
+    }
+    dir
+}
+
+fn unchanged(_: &str, text: String) -> String {
+    text
+}
+
+fn plan_json(dir: &Path) -> serde_json::Value {
+    let text = fs::read_to_string(dir.join("plan.json")).expect("plan written");
+    serde_json::from_str(&text).expect("plan JSON")
+}
+
+#[test]
+fn plan_prints_a_table_per_workload_and_exits_zero() {
+    let dir = copy_example("three-plants", unchanged);
+    let out = berth(dir.path(), &["plan", "spec", "--at", PEAK]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let table = stdout(&out);
+    assert!(
+        table.contains("vision_inspect  placed  2/2 replicas"),
+        "{table}"
+    );
+    assert!(table.contains("lyon    l4    1         fp16"), "{table}");
+    assert!(table.contains("turin   orin  1         int8"), "{table}");
+    assert!(
+        table.contains("rejected: 1 target (data_latency 1)"),
+        "{table}"
+    );
+    assert!(table.contains("fallback: lyon"), "{table}");
+    let summary = stderr(&out);
+    assert!(summary.contains("2 workloads: 2 placed"), "{summary}");
+    assert!(summary.contains("verified (22 checks)"), "{summary}");
+}
+
+#[test]
+fn plan_json_is_byte_identical_wherever_and_however_the_spec_is_named() {
+    let one = copy_example("three-plants", unchanged);
+    let two = copy_example("three-plants", unchanged);
+    let a = berth(
+        one.path(),
+        &["plan", "spec", "--at", PEAK, "--output", "json"],
+    );
+    let spec_two = two.path().join("spec");
+    let spelled = format!("{}/./", spec_two.display());
+    let b = berth(
+        one.path(),
+        &[
+            "--output",
+            "json",
+            "plan",
+            &spelled,
+            "--at",
+            "2025-06-04T10:00:00+02:00",
+        ],
+    );
+    assert_eq!(code(&a), 0, "{}", stderr(&a));
+    assert_eq!(code(&b), 0, "{}", stderr(&b));
+    assert_eq!(stdout(&a), stdout(&b));
+    let plan: serde_json::Value = serde_json::from_str(&stdout(&a)).expect("JSON");
+    assert_eq!(plan["at"], PEAK);
+    assert_eq!(plan["feasible"], true);
+    // Source references name files relative to the spec directory.
+    let rejection = &plan["workloads"][0]["rejected"][0];
+    assert_eq!(rejection["requirement"]["file"], "workloads.berth");
+    assert_eq!(rejection["offer"]["file"], "targets.berth");
+    // `-o` writes the same bytes.
+    let c = berth(
+        one.path(),
+        &["plan", "spec", "--at", PEAK, "-o", "plan.json"],
+    );
+    assert_eq!(code(&c), 0, "{}", stderr(&c));
+    assert_eq!(
+        fs::read_to_string(one.path().join("plan.json")).expect("written"),
+        stdout(&a)
+    );
+    assert!(
+        stderr(&c).contains("written to `plan.json`"),
+        "{}",
+        stderr(&c)
+    );
+}
+
+#[test]
+fn infeasible_plan_exits_one_and_is_still_written() {
+    // Three replicas, at most one per target, two targets.
+    let dir = copy_example("edge-fleet", |_, t| {
+        t.replace("replicas = 2", "replicas = 3")
+    });
+    let out = berth(
+        dir.path(),
+        &["plan", "spec", "--at", PEAK, "-o", "plan.json"],
+    );
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let table = stdout(&out);
+    assert!(
+        table.contains("leak_watch  PARTIAL  2/3 replicas"),
+        "{table}"
+    );
+    assert!(table.contains("not placed: 1 replica:"), "{table}");
+    assert!(stderr(&out).contains("not feasible"), "{}", stderr(&out));
+    let plan = plan_json(dir.path());
+    assert_eq!(plan["feasible"], false);
+    assert_eq!(plan["workloads"][0]["unplaced"]["missing_replicas"], 1);
+    // An infeasible plan is still a verified plan.
+    let check = berth(dir.path(), &["verify", "plan.json", "--spec", "spec"]);
+    assert_eq!(code(&check), 0, "{}", stderr(&check));
+}
+
+#[test]
+fn capacity_shortfall_names_the_pool_and_how_much_is_missing() {
+    let dir = copy_example("peak-hours", unchanged);
+    let out = berth(dir.path(), &["plan", "spec", "--at", PEAK]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let table = stdout(&out);
+    assert!(
+        table.contains("distill_trial  UNPLACED  0/1 replicas"),
+        "{table}"
+    );
+    assert!(table.contains("8 more GPUs needed"), "{table}");
+    assert!(table.contains("held back by window `peak`"), "{table}");
+    // Outside the window everything is placed.
+    let evening = berth(
+        dir.path(),
+        &["plan", "spec", "--at", "2025-06-03T18:00:00Z"],
+    );
+    assert_eq!(code(&evening), 0, "{}", stderr(&evening));
+}
+
+#[test]
+fn spec_errors_exit_one_and_write_nothing() {
+    let dir = copy_example("three-plants", |file, t| {
+        if file == "workloads.berth" {
+            t.replacen("memory = 16GiB", "memory = 16Gb", 1)
+        } else {
+            t
+        }
+    });
+    let out = berth(
+        dir.path(),
+        &["plan", "spec", "--at", PEAK, "-o", "plan.json"],
+    );
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("E0006"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no plan: the spec has errors"));
+    assert!(stdout(&out).is_empty());
+    assert!(!dir.path().join("plan.json").exists());
+    let json = berth(dir.path(), &["plan", "spec", "--output", "json"]);
+    assert_eq!(code(&json), 1);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&json)).expect("JSON");
+    assert_eq!(doc["diagnostics"][0]["code"], "E0006");
+}
+
+#[test]
+fn a_bad_instant_exits_two_with_a_hint() {
+    let dir = copy_example("three-plants", unchanged);
+    for at in ["2025-13-01T00:00:00Z", "tomorrow", "2025-06-04T10:00:00"] {
+        let out = berth(dir.path(), &["plan", "spec", "--at", at]);
+        assert_eq!(code(&out), 2, "{at}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("`--at {at}` is not an RFC 3339 instant")),
+            "{err}"
+        );
+        assert!(
+            err.contains("help: write a date, a time and a UTC offset"),
+            "{err}"
+        );
+        assert!(stdout(&out).is_empty());
+    }
+}
+
+#[test]
+fn a_missing_spec_exits_two() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = berth(dir.path(), &["plan", "nowhere"]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("`nowhere` does not exist"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn verify_accepts_the_plan_it_was_given() {
+    let dir = copy_example("training-and-inference", unchanged);
+    let out = berth(dir.path(), &["plan", "spec", "-o", "plan.json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let check = berth(dir.path(), &["verify", "plan.json", "--spec", "spec"]);
+    assert_eq!(code(&check), 0, "{}", stderr(&check));
+    assert!(
+        stderr(&check).contains("22 checks passed"),
+        "{}",
+        stderr(&check)
+    );
+    let json = berth(
+        dir.path(),
+        &["verify", "plan.json", "--spec", "spec", "--output", "json"],
+    );
+    assert_eq!(code(&json), 0);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&json)).expect("JSON");
+    assert_eq!(doc["verified"], true);
+    assert_eq!(doc["source_digest_matches"], true);
+}
+
+#[test]
+fn verify_rejects_a_hand_edited_over_committed_pool() {
+    let dir = copy_example("three-plants", unchanged);
+    let out = berth(
+        dir.path(),
+        &["plan", "spec", "--at", PEAK, "-o", "plan.json"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let mut plan = plan_json(dir.path());
+    // Ten more replicas of `vision_inspect` on `lyon`'s eight-GPU pool `l4`; the ledgers and
+    // the plan id are left as they were.
+    let placement = &mut plan["workloads"][0]["placements"][0];
+    assert_eq!(placement["pool"], "l4");
+    placement["replicas"] = 11.into();
+    let text = serde_json::to_string_pretty(&plan).expect("JSON");
+    fs::write(dir.path().join("edited.json"), text).expect("write");
+    let check = berth(dir.path(), &["verify", "edited.json", "--spec", "spec"]);
+    assert_eq!(code(&check), 1);
+    let err = stderr(&check);
+    assert!(
+        err.contains("pool `l4` of `lyon` is over-committed: 11 GPUs allocated, 8 available"),
+        "{err}"
+    );
+    assert!(err.contains("E0603"), "the edit changed the plan id: {err}");
+    assert!(err.contains("does not verify"), "{err}");
+    let json = berth(
+        dir.path(),
+        &[
+            "verify",
+            "edited.json",
+            "--spec",
+            "spec",
+            "--output",
+            "json",
+        ],
+    );
+    assert_eq!(code(&json), 1);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&json)).expect("JSON");
+    assert_eq!(doc["verified"], false);
+    let codes: Vec<&str> = doc["diagnostics"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|d| d["code"].as_str())
+        .collect();
+    assert!(codes.contains(&"E0615"), "{codes:?}");
+}
+
+#[test]
+fn verify_reports_a_spec_changed_since_planning() {
+    let dir = copy_example("three-plants", unchanged);
+    let out = berth(
+        dir.path(),
+        &["plan", "spec", "--at", PEAK, "-o", "plan.json"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let policy = dir.path().join("spec/policy.berth");
+    let text = fs::read_to_string(&policy).expect("policy");
+    fs::write(&policy, format!("// reviewed\n{text}")).expect("edit");
+    let check = berth(dir.path(), &["verify", "plan.json", "--spec", "spec"]);
+    assert_eq!(code(&check), 1);
+    let err = stderr(&check);
+    assert!(
+        err.contains("the spec changed since the plan was made"),
+        "{err}"
+    );
+    assert!(err.contains("help: plan again"), "{err}");
+}
+
+#[test]
+fn verify_locates_malformed_plan_json() {
+    let dir = copy_example("edge-fleet", unchanged);
+    fs::write(
+        dir.path().join("broken.json"),
+        "{\n  \"format\": \"berth.plan/v1\",\n  \"at\": }\n",
+    )
+    .expect("write");
+    let out = berth(dir.path(), &["verify", "broken.json", "--spec", "spec"]);
+    assert_eq!(code(&out), 1);
+    let err = stderr(&out);
+    assert!(err.contains("`broken.json`:3:9: not a berth plan"), "{err}");
+    assert!(err.contains("help: the file is not valid JSON"), "{err}");
+
+    fs::write(
+        dir.path().join("shape.json"),
+        "{\"format\": \"berth.plan/v1\"}",
+    )
+    .expect("write");
+    let out = berth(dir.path(), &["verify", "shape.json", "--spec", "spec"]);
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains("not shaped like a plan"),
+        "{}",
+        stderr(&out)
+    );
+
+    fs::write(
+        dir.path().join("old.json"),
+        "{\"format\": \"berth.plan/v0\"}",
+    )
+    .expect("write");
+    let out = berth(dir.path(), &["verify", "old.json", "--spec", "spec"]);
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains("format `berth.plan/v0`"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = berth(dir.path(), &["verify", "absent.json", "--spec", "spec"]);
+    assert_eq!(
+        code(&out),
+        2,
+        "an unreadable file is an environment problem"
+    );
+}
+
+#[test]
+fn explain_shows_both_sides_of_a_rejection() {
+    let dir = copy_example("three-plants", unchanged);
+    let out = berth(
+        dir.path(),
+        &["explain", "spec", "vision_inspect", "--at", PEAK],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("workload `vision_inspect`: placed, 2 of 2 replicas"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Placed: `lyon`: 1 replica, pool `l4`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Rejected: `cloud_eu`: data set `line_images` is 85ms away"),
+        "{text}"
+    );
+    assert!(text.contains("spec/workloads.berth:24:5"), "{text}");
+    assert!(text.contains("required here"), "{text}");
+    assert!(text.contains("spec/targets.berth:47:3"), "{text}");
+    assert!(text.contains("offered here"), "{text}");
+    assert!(!text.contains('\x1b'), "no colour when piped");
+
+    let one = berth(
+        dir.path(),
+        &[
+            "explain",
+            "spec",
+            "vision_inspect",
+            "cloud_eu",
+            "--at",
+            PEAK,
+            "--output",
+            "json",
+        ],
+    );
+    assert_eq!(code(&one), 0, "{}", stderr(&one));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&one)).expect("JSON");
+    assert_eq!(doc["rejection"]["reason"], "data_latency");
+    assert_eq!(doc["placements"], serde_json::json!([]));
+}
+
+#[test]
+fn explain_suggests_names_it_does_not_know() {
+    let dir = copy_example("three-plants", unchanged);
+    let out = berth(dir.path(), &["explain", "spec", "vision_inspekt"]);
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains("did you mean `vision_inspect`?"),
+        "{}",
+        stderr(&out)
+    );
+    let out = berth(dir.path(), &["explain", "spec", "vision_inspect", "lion"]);
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains("did you mean `lyon`?"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// The human output of `berth plan` for every example at the peak instant: what people read,
+/// kept as snapshots (exit code, stdout, stderr).
+#[test]
+fn example_plans_for_people() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut names: Vec<String> = fs::read_dir(&root)
+        .expect("examples")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    for name in names {
+        let dir = copy_example(&name, unchanged);
+        let out = berth(dir.path(), &["plan", "spec", "--at", PEAK]);
+        let shown = format!(
+            "exit {}\n--- stdout\n{}--- stderr\n{}",
+            code(&out),
+            stdout(&out),
+            stderr(&out)
+        );
+        insta::assert_snapshot!(format!("plan_{name}"), shown);
+    }
+}
+
+#[test]
+fn explanation_of_a_held_back_experiment() {
+    let dir = copy_example("peak-hours", unchanged);
+    let out = berth(
+        dir.path(),
+        &["explain", "spec", "distill_trial", "--at", PEAK],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    insta::assert_snapshot!(stdout(&out));
+}
