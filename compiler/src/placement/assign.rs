@@ -21,7 +21,7 @@
 use super::eligibility::{EligibilityMatrix, NO_VARIANT, PoolFit, cpu_variant, gpu_units};
 use super::index::EstateIndex;
 use super::policy::PolicyContext;
-use crate::ir::{Ir, Money, Preference};
+use crate::ir::{Ir, Money, Preference, WorkloadClass};
 use rayon::prelude::*;
 
 /// Pool index meaning "no GPU pool" (a workload without GPUs).
@@ -223,13 +223,16 @@ const SCAN_BUDGET_PER_WORKLOAD: usize = 200;
 const SCAN_BUDGET_BASE: usize = 1_000_000;
 /// Improvement passes over all workloads.
 const IMPROVE_PASSES: usize = 3;
+/// Blocked options a repair tries to clear by unplacing lower classes, per moved replica.
+const DISPLACE_OPTIONS: usize = 4;
 /// Cheaper blocked options a relocation improvement tries per replica.
 const RELOCATION_OPTIONS: usize = 8;
 
 /// What moving other workloads out of the way may cost them.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Room {
-    /// Repair: any feasible option (placing a missing replica outweighs any preference).
+    /// Repair: any feasible option (placing a missing replica outweighs any preference);
+    /// a replica of a lower class that has none is unplaced.
     Repair,
     /// Improvement: no moved replica gets a worse guard ([`Assigner::guard`]), and the
     /// moved replicas together cost less extra per day than `saving`.
@@ -352,17 +355,35 @@ impl Assigner<'_> {
         for &w in &order {
             self.greedy(w as usize);
         }
-        for &w in &order {
-            if self.out.placed(w as usize) < self.ir.workloads[w as usize].replicas {
-                self.repair(w as usize);
+        self.repair_all(&order);
+        self.improve_all(&order);
+        // Improvements free capacity that replicas still missing may now use.
+        if self.repair_all(&order) {
+            self.improve_all(&order);
+        }
+    }
+
+    /// Repairs every workload left short, in placement order; true if any got a replica.
+    fn repair_all(&mut self, order: &[u32]) -> bool {
+        let mut placed = false;
+        for &w in order {
+            let w = w as usize;
+            let before = self.out.placed(w);
+            if before < self.ir.workloads[w].replicas {
+                self.repair(w);
+                placed |= self.out.placed(w) > before;
             }
         }
+        placed
+    }
+
+    fn improve_all(&mut self, order: &[u32]) {
         for _ in 0..IMPROVE_PASSES {
             let mut moved = false;
-            for &w in &order {
+            for &w in order {
                 moved |= self.improve(w as usize);
             }
-            for &w in &order {
+            for &w in order {
                 moved |= self.improve_by_relocation(w as usize);
             }
             if !moved {
@@ -544,7 +565,8 @@ impl Assigner<'_> {
             ),
             Some(Block::SpreadTarget | Block::SpreadRegion) => return false,
         };
-        let mut moves: Vec<(usize, usize, usize)> = Vec::new();
+        // (workload, from, to); `to` is `None` for a replica unplaced.
+        let mut moves: Vec<(usize, usize, Option<usize>)> = Vec::new();
         let mut extra = 0i64;
         'holders: for v in holders.into_iter().filter(|&v| v as usize != w) {
             let v = v as usize;
@@ -564,18 +586,37 @@ impl Assigner<'_> {
                 else {
                     continue 'holders;
                 };
-                let Some((to, delta)) = self.relocation(v, from, scarce, room) else {
-                    continue 'holders;
+                let to = match self.relocation(v, from, scarce, room) {
+                    Some((to, delta)) => {
+                        if let Room::Improve { saving } = room
+                            && extra.saturating_add(delta) >= saving
+                        {
+                            continue 'holders;
+                        }
+                        extra = extra.saturating_add(delta);
+                        Some(to)
+                    }
+                    // A replica that cannot move yields to a workload of a higher class.
+                    None if room == Room::Repair
+                        && self.ir.workloads[v].class < self.ir.workloads[w].class =>
+                    {
+                        None
+                    }
+                    // Or moves where replicas of a lower class than `w` yield to it.
+                    None if room == Room::Repair => {
+                        let below = self.ir.workloads[w].class;
+                        match self.displace(v, from, scarce, below, w, &mut moves) {
+                            Some(to) => Some(to),
+                            None => continue 'holders,
+                        }
+                    }
+                    None => continue 'holders,
                 };
-                if let Room::Improve { saving } = room
-                    && extra.saturating_add(delta) >= saving
-                {
-                    continue 'holders;
-                }
                 self.remove(v, from);
-                self.place(v, to);
+                if let Some(to) = to {
+                    self.place(v, to);
+                }
                 self.move_budget -= 1;
-                extra = extra.saturating_add(delta);
                 moves.push((v, from, to));
             }
         }
@@ -583,10 +624,82 @@ impl Assigner<'_> {
             return true;
         }
         for (v, from, to) in moves.into_iter().rev() {
-            self.remove(v, to);
+            if let Some(to) = to {
+                self.remove(v, to);
+            }
             self.place(v, from);
         }
         false
+    }
+
+    /// A repair's second step: an option of `v`, off `scarce`, that replicas of workloads
+    /// of a class lower than `below` (other than `w`) can be unplaced from to make room for
+    /// `v`'s replica now on `from`. The unplacements are appended to `moves`.
+    fn displace(
+        &mut self,
+        v: usize,
+        from: usize,
+        scarce: Scarce,
+        below: WorkloadClass,
+        w: usize,
+        moves: &mut Vec<(usize, usize, Option<usize>)>,
+    ) -> Option<usize> {
+        let n = self.out.options[v].len();
+        self.scan_budget = self.scan_budget.saturating_sub(n);
+        let mut tried = 0;
+        for j in 0..n {
+            let goal = self.out.options[v][j];
+            if j == from || scarce.holds(&goal) {
+                continue;
+            }
+            let (there, holders): (Scarce, Vec<u32>) = match self.out.blocker(self, v, &goal) {
+                Some(Block::Capacity) => (
+                    Scarce::Pool(goal.flat_pool),
+                    self.out.ledger.holders[goal.flat_pool as usize]
+                        .iter()
+                        .map(|(u, _)| *u)
+                        .collect(),
+                ),
+                Some(Block::Cpu | Block::Memory) => (
+                    Scarce::Target(goal.target),
+                    self.out.ledger.target_holders[goal.target as usize]
+                        .iter()
+                        .map(|(u, _)| *u)
+                        .collect(),
+                ),
+                _ => continue,
+            };
+            if tried == DISPLACE_OPTIONS {
+                break;
+            }
+            tried += 1;
+            let mark = moves.len();
+            for u in holders {
+                let u = u as usize;
+                if u == v || u == w || self.ir.workloads[u].class >= below {
+                    continue;
+                }
+                while self.out.blocker(self, v, &goal).is_some() && self.move_budget > 0 {
+                    let Some(at) = self.out.slots[u]
+                        .iter()
+                        .map(|(i, _)| *i as usize)
+                        .find(|&i| there.holds(&self.out.options[u][i]))
+                    else {
+                        break;
+                    };
+                    self.remove(u, at);
+                    self.move_budget -= 1;
+                    moves.push((u, at, None));
+                }
+            }
+            if self.out.blocker(self, v, &goal).is_none() {
+                return Some(j);
+            }
+            for (u, at, _) in moves.drain(mark..).rev() {
+                self.place(u, at);
+            }
+        }
+        None
     }
 
     /// Where a replica of `v` on option `from` may go, off `scarce`, with the extra cost per
@@ -869,5 +982,39 @@ mod tests {
             targets_of(&ir, &a, 1),
             vec![("b".into(), 1), ("z".into(), 1), ("backup".into(), 1)]
         );
+    }
+
+    #[test]
+    fn a_lower_class_yields_in_a_chain() {
+        // `prod` takes the cheap pool `stag` needs; it can only move to the dear pool, which
+        // `exp` holds. Repair moves `prod` there and unplaces `exp`: staging before experiment.
+        use crate::ir::WorkloadClass::{Experiment, Staging};
+        let ir = IrBuilder::new()
+            .workload("prod", |w| w.gpu(1).candidates(&["cheap", "dear"]))
+            .workload("stag", |w| w.gpu(1).class(Staging).candidates(&["cheap"]))
+            .workload("exp", |w| w.gpu(1).class(Experiment).candidates(&["dear"]))
+            .target("cheap", |t| t.pool("l4", "L4", 1).gpu_hour("1.00"))
+            .target("dear", |t| t.pool("l4", "L4", 1).gpu_hour("4.00"))
+            .build();
+        let (_, a) = run(&ir);
+        assert_eq!(targets_of(&ir, &a, 0), vec![("dear".into(), 1)]);
+        assert_eq!(targets_of(&ir, &a, 1), vec![("cheap".into(), 1)]);
+        assert_eq!(targets_of(&ir, &a, 2), vec![]);
+    }
+
+    #[test]
+    fn relocation_lowers_total_cost() {
+        // Greedy puts `a` (first by name) on `cheap` and `b` on `dear` (5.00 a GPU hour);
+        // moving `a` to `mid` (+0.10) frees `cheap` for `b` (−4.00).
+        let ir = IrBuilder::new()
+            .workload("a", |w| w.gpu(2).candidates(&["cheap", "mid"]))
+            .workload("b", |w| w.gpu(2).candidates(&["cheap", "dear"]))
+            .target("cheap", |t| t.pool("l4", "L4", 2).gpu_hour("1.00"))
+            .target("mid", |t| t.pool("l4", "L4", 2).gpu_hour("1.10"))
+            .target("dear", |t| t.pool("l4", "L4", 2).gpu_hour("5.00"))
+            .build();
+        let (_, a) = run(&ir);
+        assert_eq!(targets_of(&ir, &a, 0), vec![("mid".into(), 1)]);
+        assert_eq!(targets_of(&ir, &a, 1), vec![("cheap".into(), 1)]);
     }
 }
