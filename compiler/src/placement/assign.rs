@@ -8,11 +8,18 @@
 //!    experiment), then most constrained first (fewest permitted targets), then name. Each
 //!    replica goes to the best-ranked feasible option; among options ranked equal, the best
 //!    fit (least capacity left over).
-//! 2. **Repair.** For a workload left short because a pool is full, try to move replicas of
-//!    other workloads out of that pool to another of their feasible options (never
-//!    unplacing anything), then place. Moves that do not free enough are undone.
-//! 3. **Improve.** Move replicas to strictly better-ranked options that became feasible
-//!    (capacity freed by repairs), until nothing moves (at most a few passes).
+//! 2. **Repair.** For a workload left short, clear what blocks its options (a full pool, CPU or
+//!    memory on a target, an isolated partner) by moving the holders' replicas to another of
+//!    their feasible options; a holder of a lower class that cannot move is unplaced, and one
+//!    of the same or a higher class may move to a full option of its own from which replicas
+//!    of classes lower than the short workload's are unplaced.
+//!    Moves that do not free enough are undone.
+//! 3. **Improve.** Move replicas to strictly better-ranked options that became feasible, and
+//!    *relocate*: move a replica to a cheaper full option by moving others away when that
+//!    costs less than it saves, never worsening anyone's fallback or first-ranked latency.
+//!    Then repair again (improvement frees capacity) and improve again.
+//!
+//! Quality against an exact MIP: `docs/performance.md` ("Quality against an exact solver").
 //!
 //! An *option* is one (target, pool) pair a workload may use: eligible, permitted, the pool
 //! fits one replica and its accelerator is entitled. Its rank is (fallback, objectives in
