@@ -8,11 +8,18 @@
 //!    experiment), then most constrained first (fewest permitted targets), then name. Each
 //!    replica goes to the best-ranked feasible option; among options ranked equal, the best
 //!    fit (least capacity left over).
-//! 2. **Repair.** For a workload left short because a pool is full, try to move replicas of
-//!    other workloads out of that pool to another of their feasible options (never
-//!    unplacing anything), then place. Moves that do not free enough are undone.
-//! 3. **Improve.** Move replicas to strictly better-ranked options that became feasible
-//!    (capacity freed by repairs), until nothing moves (at most a few passes).
+//! 2. **Repair.** For a workload left short, clear what blocks its options (a full pool, CPU or
+//!    memory on a target, an isolated partner) by moving the holders' replicas to another of
+//!    their feasible options; a holder of a lower class that cannot move is unplaced, and one
+//!    of the same or a higher class may move to a full option of its own from which replicas
+//!    of classes lower than the short workload's are unplaced.
+//!    Moves that do not free enough are undone.
+//! 3. **Improve.** Move replicas to strictly better-ranked options that became feasible, and
+//!    *relocate*: move a replica to a cheaper full option by moving others away when that
+//!    costs less than it saves, never worsening anyone's fallback or first-ranked latency.
+//!    Then repair again (improvement frees capacity) and improve again.
+//!
+//! Quality against an exact MIP: `docs/performance.md` ("Quality against an exact solver").
 //!
 //! An *option* is one (target, pool) pair a workload may use: eligible, permitted, the pool
 //! fits one replica and its accelerator is entitled. Its rank is (fallback, objectives in
@@ -21,7 +28,7 @@
 use super::eligibility::{EligibilityMatrix, NO_VARIANT, PoolFit, cpu_variant, gpu_units};
 use super::index::EstateIndex;
 use super::policy::PolicyContext;
-use crate::ir::{Ir, Money, Preference};
+use crate::ir::{Ir, Money, Preference, WorkloadClass};
 use rayon::prelude::*;
 
 /// Pool index meaning "no GPU pool" (a workload without GPUs).
@@ -172,6 +179,9 @@ pub struct CapacityLedger {
     pub pool_free: Vec<u32>,
     /// Per flat pool, `(workload, units)` sorted by workload.
     pub holders: Vec<Vec<(u32, u32)>>,
+    /// Per target, `(workload, replicas)` sorted by workload (what a CPU or memory repair
+    /// may move away).
+    pub target_holders: Vec<Vec<(u32, u32)>>,
     pub cpu_free: Vec<u64>,
     pub memory_free: Vec<u64>,
     /// GPUs held per cap (`PolicyContext::caps`).
@@ -183,6 +193,7 @@ impl CapacityLedger {
         CapacityLedger {
             pool_free: index.pools.iter().map(|p| p.units).collect(),
             holders: vec![Vec::new(); index.pools.len()],
+            target_holders: vec![Vec::new(); ir.targets.len()],
             cpu_free: ir.targets.iter().map(|t| t.cpu_millis).collect(),
             memory_free: ir.targets.iter().map(|t| t.memory).collect(),
             cap_used: vec![0; policy.caps.len()],
@@ -214,8 +225,45 @@ pub struct Assignment {
 const BEST_FIT_WINDOW: usize = 64;
 /// Capacity-blocked options a repair tries per missing replica.
 const REPAIR_OPTIONS: usize = 16;
+/// Options the relocation improvement may examine: this many per workload, plus a base.
+const SCAN_BUDGET_PER_WORKLOAD: usize = 200;
+const SCAN_BUDGET_BASE: usize = 1_000_000;
 /// Improvement passes over all workloads.
 const IMPROVE_PASSES: usize = 3;
+/// Blocked options a repair tries to clear by unplacing lower classes, per moved replica.
+const DISPLACE_OPTIONS: usize = 4;
+/// Cheaper blocked options a relocation improvement tries per replica.
+const RELOCATION_OPTIONS: usize = 8;
+
+/// What moving other workloads out of the way may cost them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Room {
+    /// Repair: any feasible option (placing a missing replica outweighs any preference);
+    /// a replica of a lower class that has none is unplaced.
+    Repair,
+    /// Improvement: no moved replica gets a worse guard ([`Assigner::guard`]), and the
+    /// moved replicas together cost less extra per day than `saving`.
+    Improve { saving: i64 },
+}
+
+/// The resource a blocked option lacks.
+#[derive(Clone, Copy, Debug)]
+enum Scarce {
+    /// GPU units (or isolation) in a flat pool.
+    Pool(u32),
+    /// CPU or memory on a target.
+    Target(u32),
+}
+
+impl Scarce {
+    /// Whether a replica on `o` uses this resource.
+    fn holds(self, o: &Opt) -> bool {
+        match self {
+            Scarce::Pool(p) => o.flat_pool == p,
+            Scarce::Target(t) => o.target == t,
+        }
+    }
+}
 
 /// Assigns every workload's replicas.
 pub fn assign(
@@ -271,6 +319,20 @@ pub fn assign(
             partners,
         },
         move_budget: 16 * n + 1024,
+        scan_budget: SCAN_BUDGET_PER_WORKLOAD * n + SCAN_BUDGET_BASE,
+        costs: ir
+            .workloads
+            .iter()
+            .map(|w| i64::from(gpu_units(w)).saturating_mul(24))
+            .collect(),
+        gpu_hour: ir
+            .targets
+            .iter()
+            .map(|t| t.cost.gpu_hour.unwrap_or_default().0)
+            .collect(),
+        latency_first: (0..n)
+            .map(|w| preferences(ir, w).first() == Some(&Preference::LowestDataLatency))
+            .collect(),
     };
     a.run();
     a.out
@@ -283,6 +345,15 @@ struct Assigner<'a> {
     out: Assignment,
     /// Moves the repair phase may still make (keeps the worst case bounded).
     move_budget: usize,
+    /// Options the relocation improvement may still examine (keeps it bounded on large
+    /// estates; deterministic, unlike a time limit).
+    scan_budget: usize,
+    /// Per workload, GPU units × 24: its price per day is this × the target's GPU hour.
+    costs: Vec<i64>,
+    /// Per target, the price of a GPU hour.
+    gpu_hour: Vec<i64>,
+    /// Per workload, whether it ranks data latency before cost.
+    latency_first: Vec<bool>,
 }
 
 impl Assigner<'_> {
@@ -291,15 +362,36 @@ impl Assigner<'_> {
         for &w in &order {
             self.greedy(w as usize);
         }
-        for &w in &order {
-            if self.out.placed(w as usize) < self.ir.workloads[w as usize].replicas {
-                self.repair(w as usize);
+        self.repair_all(&order);
+        self.improve_all(&order);
+        // Improvements free capacity that replicas still missing may now use.
+        if self.repair_all(&order) {
+            self.improve_all(&order);
+        }
+    }
+
+    /// Repairs every workload left short, in placement order; true if any got a replica.
+    fn repair_all(&mut self, order: &[u32]) -> bool {
+        let mut placed = false;
+        for &w in order {
+            let w = w as usize;
+            let before = self.out.placed(w);
+            if before < self.ir.workloads[w].replicas {
+                self.repair(w);
+                placed |= self.out.placed(w) > before;
             }
         }
+        placed
+    }
+
+    fn improve_all(&mut self, order: &[u32]) {
         for _ in 0..IMPROVE_PASSES {
             let mut moved = false;
-            for &w in &order {
+            for &w in order {
                 moved |= self.improve(w as usize);
+            }
+            for &w in order {
+                moved |= self.improve_by_relocation(w as usize);
             }
             if !moved {
                 break;
@@ -361,6 +453,11 @@ impl Assigner<'_> {
         let t = o.target as usize;
         l.cpu_free[t] = l.cpu_free[t].saturating_sub(r.cpu_millis);
         l.memory_free[t] = l.memory_free[t].saturating_sub(r.memory);
+        let th = &mut l.target_holders[t];
+        match th.binary_search_by_key(&(w as u32), |(x, _)| *x) {
+            Ok(i) => th[i].1 += 1,
+            Err(i) => th.insert(i, (w as u32, 1)),
+        }
         if o.flat_pool != NO_POOL {
             let p = o.flat_pool as usize;
             l.pool_free[p] = l.pool_free[p].saturating_sub(units);
@@ -388,6 +485,13 @@ impl Assigner<'_> {
         let t = o.target as usize;
         l.cpu_free[t] += r.cpu_millis;
         l.memory_free[t] += r.memory;
+        let th = &mut l.target_holders[t];
+        if let Ok(i) = th.binary_search_by_key(&(w as u32), |(x, _)| *x) {
+            th[i].1 -= 1.min(th[i].1);
+            if th[i].1 == 0 {
+                th.remove(i);
+            }
+        }
         if o.flat_pool != NO_POOL {
             let p = o.flat_pool as usize;
             l.pool_free[p] += units;
@@ -425,11 +529,16 @@ impl Assigner<'_> {
             let blocked: Vec<usize> = (0..self.out.options[w].len())
                 .filter(|&i| {
                     let o = self.out.options[w][i];
-                    self.out.blocker(self, w, &o) == Some(Block::Capacity)
+                    !matches!(
+                        self.out.blocker(self, w, &o),
+                        None | Some(Block::SpreadTarget | Block::SpreadRegion)
+                    )
                 })
                 .take(REPAIR_OPTIONS)
                 .collect();
-            let freed = blocked.into_iter().find(|&i| self.free_pool_for(w, i));
+            let freed = blocked
+                .into_iter()
+                .find(|&i| self.make_room(w, i, Room::Repair));
             match freed {
                 Some(i) => self.place(w, i),
                 None => return,
@@ -437,42 +546,83 @@ impl Assigner<'_> {
         }
     }
 
-    /// Moves replicas of other workloads out of option `oi`'s pool until a replica of `w`
-    /// fits there; undoes the moves and returns false when that is not possible.
-    fn free_pool_for(&mut self, w: usize, oi: usize) -> bool {
+    /// Moves replicas of other workloads off the pool or target that blocks option `oi` of
+    /// `w` until a replica of `w` fits there; undoes the moves and returns false when that is
+    /// not possible within `room`'s terms. Only capacity, CPU, memory and isolation blocks
+    /// can be cleared this way.
+    fn make_room(&mut self, w: usize, oi: usize, room: Room) -> bool {
         let goal = self.out.options[w][oi];
-        let pool = goal.flat_pool;
-        if pool == NO_POOL {
-            return false;
-        }
-        let holders: Vec<u32> = self.out.ledger.holders[pool as usize]
-            .iter()
-            .map(|(v, _)| *v)
-            .filter(|&v| v as usize != w)
-            .collect();
-        let mut moves: Vec<(usize, usize, usize)> = Vec::new();
-        'holders: for v in holders {
+        let l = &self.out.ledger;
+        let (scarce, holders): (Scarce, Vec<u32>) = match self.out.blocker(self, w, &goal) {
+            None => return true,
+            Some(Block::Capacity) => (
+                Scarce::Pool(goal.flat_pool),
+                l.holders[goal.flat_pool as usize]
+                    .iter()
+                    .map(|(v, _)| *v)
+                    .collect(),
+            ),
+            Some(Block::Isolation(p)) => (Scarce::Pool(goal.flat_pool), vec![p]),
+            Some(Block::Cpu | Block::Memory) => (
+                Scarce::Target(goal.target),
+                l.target_holders[goal.target as usize]
+                    .iter()
+                    .map(|(v, _)| *v)
+                    .collect(),
+            ),
+            Some(Block::SpreadTarget | Block::SpreadRegion) => return false,
+        };
+        // (workload, from, to); `to` is `None` for a replica unplaced.
+        let mut moves: Vec<(usize, usize, Option<usize>)> = Vec::new();
+        let mut extra = 0i64;
+        'holders: for v in holders.into_iter().filter(|&v| v as usize != w) {
             let v = v as usize;
             loop {
-                if self.out.blocker(self, w, &goal).is_none() || self.move_budget == 0 {
+                match self.out.blocker(self, w, &goal) {
+                    None => break 'holders,
+                    Some(Block::SpreadTarget | Block::SpreadRegion) => break 'holders,
+                    Some(_) => {}
+                }
+                if self.move_budget == 0 {
                     break 'holders;
                 }
                 let Some(from) = self.out.slots[v]
                     .iter()
                     .map(|(i, _)| *i as usize)
-                    .find(|&i| self.out.options[v][i].flat_pool == pool)
+                    .find(|&i| scarce.holds(&self.out.options[v][i]))
                 else {
                     continue 'holders;
                 };
-                let to = (0..self.out.options[v].len()).find(|&j| {
-                    let o = &self.out.options[v][j];
-                    o.flat_pool != pool && self.out.blocker(self, v, o).is_none()
-                });
-                let Some(to) = to else {
-                    continue 'holders;
+                let to = match self.relocation(v, from, scarce, room) {
+                    Some((to, delta)) => {
+                        if let Room::Improve { saving } = room
+                            && extra.saturating_add(delta) >= saving
+                        {
+                            continue 'holders;
+                        }
+                        extra = extra.saturating_add(delta);
+                        Some(to)
+                    }
+                    // A replica that cannot move yields to a workload of a higher class.
+                    None if room == Room::Repair
+                        && self.ir.workloads[v].class < self.ir.workloads[w].class =>
+                    {
+                        None
+                    }
+                    // Or moves where replicas of a lower class than `w` yield to it.
+                    None if room == Room::Repair => {
+                        let below = self.ir.workloads[w].class;
+                        match self.displace(v, from, scarce, below, w, &mut moves) {
+                            Some(to) => Some(to),
+                            None => continue 'holders,
+                        }
+                    }
+                    None => continue 'holders,
                 };
                 self.remove(v, from);
-                self.place(v, to);
+                if let Some(to) = to {
+                    self.place(v, to);
+                }
                 self.move_budget -= 1;
                 moves.push((v, from, to));
             }
@@ -481,10 +631,172 @@ impl Assigner<'_> {
             return true;
         }
         for (v, from, to) in moves.into_iter().rev() {
-            self.remove(v, to);
+            if let Some(to) = to {
+                self.remove(v, to);
+            }
             self.place(v, from);
         }
         false
+    }
+
+    /// A repair's second step: an option of `v`, off `scarce`, that replicas of workloads
+    /// of a class lower than `below` (other than `w`) can be unplaced from to make room for
+    /// `v`'s replica now on `from`. The unplacements are appended to `moves`.
+    fn displace(
+        &mut self,
+        v: usize,
+        from: usize,
+        scarce: Scarce,
+        below: WorkloadClass,
+        w: usize,
+        moves: &mut Vec<(usize, usize, Option<usize>)>,
+    ) -> Option<usize> {
+        let n = self.out.options[v].len();
+        self.scan_budget = self.scan_budget.saturating_sub(n);
+        let mut tried = 0;
+        for j in 0..n {
+            let goal = self.out.options[v][j];
+            if j == from || scarce.holds(&goal) {
+                continue;
+            }
+            let (there, holders): (Scarce, Vec<u32>) = match self.out.blocker(self, v, &goal) {
+                Some(Block::Capacity) => (
+                    Scarce::Pool(goal.flat_pool),
+                    self.out.ledger.holders[goal.flat_pool as usize]
+                        .iter()
+                        .map(|(u, _)| *u)
+                        .collect(),
+                ),
+                Some(Block::Cpu | Block::Memory) => (
+                    Scarce::Target(goal.target),
+                    self.out.ledger.target_holders[goal.target as usize]
+                        .iter()
+                        .map(|(u, _)| *u)
+                        .collect(),
+                ),
+                _ => continue,
+            };
+            if tried == DISPLACE_OPTIONS {
+                break;
+            }
+            tried += 1;
+            let mark = moves.len();
+            for u in holders {
+                let u = u as usize;
+                if u == v || u == w || self.ir.workloads[u].class >= below {
+                    continue;
+                }
+                while self.out.blocker(self, v, &goal).is_some() && self.move_budget > 0 {
+                    let Some(at) = self.out.slots[u]
+                        .iter()
+                        .map(|(i, _)| *i as usize)
+                        .find(|&i| there.holds(&self.out.options[u][i]))
+                    else {
+                        break;
+                    };
+                    self.remove(u, at);
+                    self.move_budget -= 1;
+                    moves.push((u, at, None));
+                }
+            }
+            if self.out.blocker(self, v, &goal).is_none() {
+                return Some(j);
+            }
+            for (u, at, _) in moves.drain(mark..).rev() {
+                self.place(u, at);
+            }
+        }
+        None
+    }
+
+    /// Where a replica of `v` on option `from` may go, off `scarce`, with the extra cost per
+    /// day. Repair takes the best-ranked feasible option; improvement the cheapest one that
+    /// keeps the replica's guard.
+    fn relocation(
+        &mut self,
+        v: usize,
+        from: usize,
+        scarce: Scarce,
+        room: Room,
+    ) -> Option<(usize, i64)> {
+        let opts = &self.out.options[v];
+        self.scan_budget = self.scan_budget.saturating_sub(opts.len());
+        let cost_from = self.cost(v, &opts[from]);
+        let guard_from = self.guard(v, &opts[from]);
+        let mut best: Option<(i64, usize)> = None;
+        for (j, o) in opts.iter().enumerate() {
+            if j == from || scarce.holds(o) || self.out.blocker(self, v, o).is_some() {
+                continue;
+            }
+            let delta = self.cost(v, o).saturating_sub(cost_from);
+            match room {
+                Room::Repair => return Some((j, delta)),
+                Room::Improve { .. } => {
+                    if self.guard(v, o) <= guard_from && best.is_none_or(|(d, _)| delta < d) {
+                        best = Some((delta, j));
+                    }
+                }
+            }
+        }
+        best.map(|(d, j)| (j, d))
+    }
+
+    /// Price per day of one replica of `w` on option `o`.
+    fn cost(&self, w: usize, o: &Opt) -> i64 {
+        self.costs[w].saturating_mul(self.gpu_hour[o.target as usize])
+    }
+
+    /// What a cost-driven move must not make worse for a replica: the fallback flag, then
+    /// the data latency for a workload that ranks it before cost.
+    fn guard(&self, w: usize, o: &Opt) -> (bool, i64) {
+        let latency = if self.latency_first[w] {
+            o.objectives[0]
+        } else {
+            0
+        };
+        (o.fallback, latency)
+    }
+
+    /// Moves replicas of `w` to cheaper options whose pool or target is full, by moving
+    /// other workloads' replicas away when that costs less than it saves; true if any moved.
+    fn improve_by_relocation(&mut self, w: usize) -> bool {
+        let mut moved = false;
+        let mut k = self.out.slots[w].len();
+        while k > 0 && self.scan_budget > 0 && self.move_budget > 0 {
+            k -= 1;
+            let Some(&(oi, _)) = self.out.slots[w].get(k) else {
+                continue;
+            };
+            let oi = oi as usize;
+            let here = self.out.options[w][oi];
+            let (cost_here, guard_here) = (self.cost(w, &here), self.guard(w, &here));
+            self.remove(w, oi);
+            let n = self.out.options[w].len();
+            self.scan_budget = self.scan_budget.saturating_sub(n);
+            let candidates: Vec<usize> = (0..n)
+                .filter(|&j| {
+                    let o = &self.out.options[w][j];
+                    j != oi && self.guard(w, o) <= guard_here && self.cost(w, o) < cost_here
+                })
+                .take(RELOCATION_OPTIONS)
+                .collect();
+            let mut done = false;
+            for j in candidates {
+                let saving = cost_here - self.cost(w, &self.out.options[w][j]);
+                if self.make_room(w, j, Room::Improve { saving }) {
+                    self.place(w, j);
+                    done = true;
+                    break;
+                }
+            }
+            if done {
+                moved = true;
+                k = self.out.slots[w].len();
+            } else {
+                self.place(w, oi);
+            }
+        }
+        moved
     }
 
     /// Moves replicas of `w` to strictly better-ranked feasible options; true if any moved.
@@ -514,6 +826,11 @@ impl Assigner<'_> {
 }
 
 impl Assignment {
+    /// Workloads `w` must not share a pool with (`isolate_from`, both directions), sorted.
+    pub fn partners(&self, w: usize) -> &[u32] {
+        self.partners.get(w).map_or(&[], Vec::as_slice)
+    }
+
     /// Replicas of `w` placed.
     pub fn placed(&self, w: usize) -> u32 {
         self.slots[w].iter().map(|(_, n)| n).sum()
@@ -672,5 +989,39 @@ mod tests {
             targets_of(&ir, &a, 1),
             vec![("b".into(), 1), ("z".into(), 1), ("backup".into(), 1)]
         );
+    }
+
+    #[test]
+    fn a_lower_class_yields_in_a_chain() {
+        // `prod` takes the cheap pool `stag` needs; it can only move to the dear pool, which
+        // `exp` holds. Repair moves `prod` there and unplaces `exp`: staging before experiment.
+        use crate::ir::WorkloadClass::{Experiment, Staging};
+        let ir = IrBuilder::new()
+            .workload("prod", |w| w.gpu(1).candidates(&["cheap", "dear"]))
+            .workload("stag", |w| w.gpu(1).class(Staging).candidates(&["cheap"]))
+            .workload("exp", |w| w.gpu(1).class(Experiment).candidates(&["dear"]))
+            .target("cheap", |t| t.pool("l4", "L4", 1).gpu_hour("1.00"))
+            .target("dear", |t| t.pool("l4", "L4", 1).gpu_hour("4.00"))
+            .build();
+        let (_, a) = run(&ir);
+        assert_eq!(targets_of(&ir, &a, 0), vec![("dear".into(), 1)]);
+        assert_eq!(targets_of(&ir, &a, 1), vec![("cheap".into(), 1)]);
+        assert_eq!(targets_of(&ir, &a, 2), vec![]);
+    }
+
+    #[test]
+    fn relocation_lowers_total_cost() {
+        // Greedy puts `a` (first by name) on `cheap` and `b` on `dear` (5.00 a GPU hour);
+        // moving `a` to `mid` (+0.10) frees `cheap` for `b` (−4.00).
+        let ir = IrBuilder::new()
+            .workload("a", |w| w.gpu(2).candidates(&["cheap", "mid"]))
+            .workload("b", |w| w.gpu(2).candidates(&["cheap", "dear"]))
+            .target("cheap", |t| t.pool("l4", "L4", 2).gpu_hour("1.00"))
+            .target("mid", |t| t.pool("l4", "L4", 2).gpu_hour("1.10"))
+            .target("dear", |t| t.pool("l4", "L4", 2).gpu_hour("5.00"))
+            .build();
+        let (_, a) = run(&ir);
+        assert_eq!(targets_of(&ir, &a, 0), vec![("mid".into(), 1)]);
+        assert_eq!(targets_of(&ir, &a, 1), vec![("cheap".into(), 1)]);
     }
 }

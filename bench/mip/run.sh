@@ -1,0 +1,18 @@
+#!/bin/sh
+# berth's placement against an exact MIP (HiGHS): exports the instances, then compares.
+# Usage: bench/mip/run.sh [SIZES] [SEEDS] [CAPACITY%]   (defaults below; see docs/performance.md)
+set -eu
+cd "$(dirname "$0")/../.."
+SIZES=${1:-50x10,100x20,200x30,500x50}
+SEEDS=${2:-1-3}
+LEVELS=${3:-100,50,30}
+VENV=target/mip-venv
+OUT=target/mip-instances
+if [ ! -x "$VENV/bin/python" ]; then
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet highspy
+fi
+cargo build --profile bench -p berth-compiler --example mip_instances
+rm -rf "$OUT"
+target/release/examples/mip_instances "$OUT" "$SIZES" "$SEEDS" "$LEVELS" >/dev/null
+"$VENV/bin/python" bench/mip/compare.py "$OUT" --csv target/mip-results.csv
