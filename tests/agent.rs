@@ -946,7 +946,27 @@ target here {{
             "{err}"
         );
     }
+    // The same into an HTTP store, by PUT.
+    let http_dir = root.join("http-store");
+    std::fs::create_dir_all(&http_dir).expect("http store dir");
+    let http_store = Store::start(&http_dir, None);
+    let out = Command::new(BERTH)
+        .args(["apply", "--bundles", &http_store.url("")])
+        .arg("--key")
+        .arg(prefix.with_extension("key"))
+        .arg(&repo)
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("target `rig_alpha`: bundle generation 1 published to http://"),
+        "{err}"
+    );
+    assert_eq!(http_store.requests("PUT /rig_alpha.bundle.json").len(), 1);
     let trusted = keys::read_verifying(&prefix.with_extension("pub")).expect("pub");
+    let put = std::fs::read(http_dir.join("rig_alpha.bundle.json")).expect("bundle put");
+    berth_runtime::bundle::SignedBundle::verify(&put, &trusted).expect("the PUT bundle verifies");
     let bytes = std::fs::read(store.join("rig_alpha.bundle.json")).expect("bundle");
     let (_, bundle) =
         berth_runtime::bundle::SignedBundle::verify(&bytes, &trusted).expect("verifies");
@@ -972,5 +992,42 @@ fn the_quickstart_checks_clean() {
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn telemetry_beyond_the_budget_is_dropped_oldest_first_and_counted() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    let keys = keys_in(root);
+    // Exits at once: every restart records a start and an exit.
+    publish(
+        root,
+        &bundle(1, vec![workload("flaky", "exit 3")]).sign(&keys.secret),
+    );
+    let agent = AgentProc::start(
+        &root.join("state"),
+        &keys.public,
+        &root.join("site.bundle.json").display().to_string(),
+        &["--max-events", "4"],
+    );
+    let status = wait_for(Duration::from_secs(20), || {
+        let s = agent.status();
+        (s["telemetry"]["dropped"].as_u64() > Some(1)).then_some(s)
+    });
+    assert!(status["telemetry"]["buffered"].as_u64() <= Some(4));
+    let restarts = status["workloads"][0]["replicas"][0]["restarts"]
+        .as_u64()
+        .expect("restarts");
+    assert!(restarts >= 1, "{status:#}");
+    let mut cursor = 0;
+    let events = drain_telemetry(&agent, &mut cursor);
+    assert!(!events.is_empty() && events.len() <= 5, "{events:#?}");
+    // The oldest went first: the first event kept is not the bundle's acceptance.
+    assert_ne!(events[0]["kind"], "bundle_accepted");
+    let (_, metrics) = agent.get("/metrics", Some(TOKEN));
+    assert!(
+        metrics.contains("berth_agent_telemetry_dropped_total "),
+        "{metrics}"
     );
 }
