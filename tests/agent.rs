@@ -1031,3 +1031,124 @@ fn telemetry_beyond_the_budget_is_dropped_oldest_first_and_counted() {
         "{metrics}"
     );
 }
+
+/// Figures for docs/performance.md (not a pass/fail test; run with
+/// `cargo test -p berth-runtime --test agent -- --ignored --nocapture measure`):
+/// artifact fetch with digest verification over loopback, a 100-workload bundle verified,
+/// stored and reconciled, and the idle agent's resident memory.
+#[test]
+#[ignore]
+fn measure_agent_figures() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    let served = root.join("store");
+    std::fs::create_dir_all(&served).expect("store dir");
+    let keys = keys_in(root);
+    let size = 1usize << 30;
+    let model = model_bytes(size);
+    std::fs::write(served.join("model.bin"), &model).expect("model");
+    let digest = format!("sha256:{}", keys::to_hex(&Sha256::digest(&model)));
+    drop(model);
+    let store = Store::start(&served, None);
+    let event_at = |events: &[Value], kind: &str| {
+        events
+            .iter()
+            .filter(|e| e["kind"] == kind)
+            .map(|e| e["at_ms"].as_u64().expect("at"))
+            .collect::<Vec<_>>()
+    };
+
+    // 1. One 1 GiB artifact over HTTP on 127.0.0.1.
+    let w = with_model(
+        workload("big", "sleep 1000"),
+        store.url("model.bin"),
+        digest.clone(),
+    );
+    publish(&served, &bundle(1, vec![w]).sign(&keys.secret));
+    let agent = AgentProc::start(
+        &root.join("state1"),
+        &keys.public,
+        &store.url("site.bundle.json"),
+        &[],
+    );
+    wait_for(Duration::from_secs(120), || {
+        (workload_state(&agent.status(), "big").as_deref() == Some("running")).then_some(())
+    });
+    let mut cursor = 0;
+    let events = drain_telemetry(&agent, &mut cursor);
+    let ms = event_at(&events, "artifact_fetched")[0] - event_at(&events, "bundle_accepted")[0];
+    println!(
+        "fetch+verify 1 GiB over loopback: {ms} ms = {:.0} MB/s",
+        size as f64 / 1e6 / (ms as f64 / 1e3)
+    );
+    drop(agent);
+
+    // 2. 100 workloads sharing one cached artifact (file://), process runtime.
+    let small = root.join("small.bin");
+    std::fs::write(&small, b"weights").expect("small");
+    let small_digest = format!("sha256:{}", keys::to_hex(&Sha256::digest(b"weights")));
+    let workloads = (0..100)
+        .map(|i| {
+            with_model(
+                workload(&format!("w{i:03}"), "sleep 1000"),
+                format!("file://{}", small.display()),
+                small_digest.clone(),
+            )
+        })
+        .collect();
+    publish(&served, &bundle(2, workloads).sign(&keys.secret));
+    let agent = AgentProc::start(
+        &root.join("state2"),
+        &keys.public,
+        &store.url("site.bundle.json"),
+        &[],
+    );
+    wait_for(Duration::from_secs(60), || {
+        let s = agent.status();
+        (s["workloads"]
+            .as_array()
+            .is_some_and(|w| w.len() == 100 && w.iter().all(|w| w["state"] == "running")))
+        .then_some(())
+    });
+    let mut cursor = 0;
+    let events = drain_telemetry(&agent, &mut cursor);
+    let accepted = event_at(&events, "bundle_accepted")[0];
+    let last_start = *event_at(&events, "workload_started")
+        .iter()
+        .max()
+        .expect("starts");
+    println!(
+        "100-workload bundle accepted → last of 100 processes started: {} ms",
+        last_start - accepted
+    );
+
+    // 3. Idle resident memory (the 100-workload agent, settled).
+    std::thread::sleep(Duration::from_secs(2));
+    let rss =
+        std::fs::read_to_string(format!("/proc/{}/status", agent.child.id())).expect("status");
+    let rss = rss
+        .lines()
+        .find(|l| l.starts_with("VmRSS"))
+        .unwrap_or_default()
+        .to_string();
+    println!("agent resident memory with 100 workloads: {rss}");
+    drop(agent);
+    let empty = root.join("empty");
+    std::fs::create_dir_all(&empty).expect("dir");
+    publish(&empty, &bundle(1, vec![]).sign(&keys.secret));
+    let agent = AgentProc::start(
+        &root.join("state3"),
+        &keys.public,
+        &empty.join("site.bundle.json").display().to_string(),
+        &[],
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let rss =
+        std::fs::read_to_string(format!("/proc/{}/status", agent.child.id())).expect("status");
+    println!(
+        "idle agent resident memory: {}",
+        rss.lines()
+            .find(|l| l.starts_with("VmRSS"))
+            .unwrap_or_default()
+    );
+}

@@ -73,13 +73,20 @@ impl Cache {
         let hex = hex_of(digest)?;
         let done = self.dir.join("sha256").join(&hex);
         if done.exists() {
-            let size = std::fs::metadata(&done).map_or(0, |m| m.len());
-            let record = ArtifactRecord {
-                size,
-                last_used_ms: now_ms(),
-            };
             // A crash between rename and record leaves a verified file unrecorded: record it.
-            let _ = state.set_artifact(digest, Some(record));
+            let recorded = state
+                .artifacts()
+                .unwrap_or_default()
+                .iter()
+                .any(|(d, _)| d == digest);
+            if !recorded {
+                let size = std::fs::metadata(&done).map_or(0, |m| m.len());
+                let record = ArtifactRecord {
+                    size,
+                    last_used_ms: now_ms(),
+                };
+                let _ = state.set_artifact(digest, Some(record));
+            }
             return Ok((done, false));
         }
         let io = |e: std::io::Error| FetchError::Fetch {
@@ -177,11 +184,19 @@ impl Cache {
                     message: format!("status {status}"),
                 });
             }
+            // Network chunks are small; the file gets 1 MiB writes (each async file write is
+            // a trip to the blocking pool).
+            let mut buffer = Vec::with_capacity(CHUNK);
             while let Some(chunk) = response.chunk().await.map_err(fetch)? {
                 hasher.update(&chunk);
-                out.write_all(&chunk).await.map_err(io)?;
+                buffer.extend_from_slice(&chunk);
                 offset += chunk.len() as u64;
+                if buffer.len() >= CHUNK {
+                    out.write_all(&buffer).await.map_err(io)?;
+                    buffer.clear();
+                }
             }
+            out.write_all(&buffer).await.map_err(io)?;
         } else if uri.contains("://") && !uri.starts_with("file://") {
             return Err(FetchError::Unsupported(uri.to_string()));
         } else {

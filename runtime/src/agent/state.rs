@@ -72,7 +72,12 @@ struct StoredEvent {
 pub struct State {
     db: Database,
     max_events: u64,
+    /// When expired events were last swept (ms): a sweep reads every buffered event, so it
+    /// runs at most once per [`SWEEP_EVERY_MS`], not on every append.
+    last_sweep_ms: std::sync::atomic::AtomicU64,
 }
+
+const SWEEP_EVERY_MS: u64 = 10_000;
 
 fn u64_of(bytes: Option<&[u8]>) -> u64 {
     bytes
@@ -92,7 +97,11 @@ impl State {
         tx.open_table(PROCESSES)?;
         tx.open_table(ARTIFACTS)?;
         tx.commit()?;
-        Ok(State { db, max_events })
+        Ok(State {
+            db,
+            max_events,
+            last_sweep_ms: std::sync::atomic::AtomicU64::new(0),
+        })
     }
 
     pub fn meta(&self, key: &str) -> Result<Option<Vec<u8>>> {
@@ -144,17 +153,24 @@ impl State {
         let seq = u64_of(meta.get("next_seq")?.as_ref().map(|v| v.value())).max(1);
         // Drop what outlived its workload's buffer, then the oldest beyond the count bound.
         let mut dropped = 0u64;
-        let mut expired = Vec::new();
-        for row in events.iter()? {
-            let (k, v) = row?;
-            let stored: Option<StoredEvent> = serde_json::from_slice(v.value()).ok();
-            if stored.is_none_or(|s| s.keep_until_ms < now_ms) {
-                expired.push(k.value());
+        let last = self
+            .last_sweep_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if now_ms < last || now_ms - last >= SWEEP_EVERY_MS {
+            self.last_sweep_ms
+                .store(now_ms, std::sync::atomic::Ordering::Relaxed);
+            let mut expired = Vec::new();
+            for row in events.iter()? {
+                let (k, v) = row?;
+                let stored: Option<StoredEvent> = serde_json::from_slice(v.value()).ok();
+                if stored.is_none_or(|s| s.keep_until_ms < now_ms) {
+                    expired.push(k.value());
+                }
             }
-        }
-        for k in expired {
-            events.remove(k)?;
-            dropped += 1;
+            for k in expired {
+                events.remove(k)?;
+                dropped += 1;
+            }
         }
         while events.len()? >= self.max_events.max(1) {
             if events.pop_first()?.is_none() {
@@ -231,6 +247,24 @@ impl State {
                 .map(|v| v.value()),
         );
         Ok((buffered, dropped))
+    }
+
+    /// Records a started process and its event in one transaction.
+    pub fn started(
+        &self,
+        key: &str,
+        record: ProcessRecord,
+        event: NewEvent,
+        now_ms: u64,
+    ) -> Result<()> {
+        let tx = self.db.begin_write()?;
+        {
+            let bytes = serde_json::to_vec(&record).map_err(|e| StateError(e.to_string()))?;
+            tx.open_table(PROCESSES)?.insert(key, bytes.as_slice())?;
+        }
+        self.append_in(&tx, event, now_ms)?;
+        tx.commit()?;
+        Ok(())
     }
 
     pub fn processes(&self) -> Result<Vec<(String, ProcessRecord)>> {
@@ -331,9 +365,10 @@ mod tests {
     fn events_past_their_buffer_duration_are_dropped_and_counted() {
         let dir = tempfile::tempdir().expect("temp dir");
         let state = State::open(dir.path(), 100).expect("open");
-        state.record(event(1_000_000_000), 0).expect("record");
-        state.record(event(1_000_000_000), 500).expect("record");
-        state.record(event(1_000_000_000), 1_200).expect("record");
+        state.record(event(20_000_000_000), 10_000).expect("record");
+        state.record(event(20_000_000_000), 25_000).expect("record");
+        // Swept at most every 10 s: at 36 s the first (kept until 30 s) goes.
+        state.record(event(20_000_000_000), 36_000).expect("record");
         assert_eq!(state.telemetry_counts().expect("counts"), (2, 1));
     }
 }

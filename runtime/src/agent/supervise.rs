@@ -194,21 +194,26 @@ async fn supervise(
             }
         };
         let pid = child.id();
-        if let Some(pid) = pid {
-            let record = ProcessRecord {
-                pid,
-                start_ticks: start_ticks(pid).unwrap_or(0),
-            };
-            let _ = ctx.state.set_process(&key, Some(record));
-        }
         set(&status, |s| {
             s.state = "running";
             s.pid = pid;
         });
-        record(
-            "workload_started",
-            serde_json::json!({ "replica": index, "pid": pid }),
-        );
+        let event = NewEvent {
+            kind: "workload_started",
+            workload: Some(spec.name.clone()),
+            detail: serde_json::json!({ "replica": index, "pid": pid }),
+            keep_ns,
+        };
+        let process = pid.map(|pid| ProcessRecord {
+            pid,
+            start_ticks: start_ticks(pid).unwrap_or(0),
+        });
+        // The process and its event are one transaction: a restarted agent knows of every
+        // process it started.
+        match process {
+            Some(p) => drop(ctx.state.started(&key, p, event, super::now_ms())),
+            None => drop(ctx.state.record(event, super::now_ms())),
+        }
         let exit = tokio::select! {
             exit = child.wait() => Some(exit),
             _ = stopped.changed() => None,
