@@ -914,6 +914,27 @@ target here {{
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(lines(&marker), ticks, "the workload outlived `berth apply`");
 
+    // Applied again unchanged: the same generation; changed: the next one.
+    let apply_local = || {
+        let out = Command::new(BERTH)
+            .args(["apply", "--run-for", "0.2", "--state"])
+            .arg(root.join("state"))
+            .arg(&spec)
+            .output()
+            .expect("run");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = apply_local();
+    assert!(err.contains("(generation 1,"), "{err}");
+    let text = std::fs::read_to_string(spec.join("spec.berth")).expect("spec");
+    std::fs::write(
+        spec.join("spec.berth"),
+        text.replace("replicas = 1", "replicas = 2"),
+    )
+    .expect("spec");
+    let err = apply_local();
+    assert!(err.contains("(generation 2,"), "{err}");
+
     // Edge targets: signed bundles, generations counting up.
     let keys_dir = root.join("keys");
     std::fs::create_dir_all(&keys_dir).expect("keys dir");

@@ -198,12 +198,17 @@ async fn run_locals(
                 continue;
             }
         };
-        // A new generation only when the desired state changed.
+        // A new generation only when the workloads changed (the plan id changes with every
+        // plan instant).
         let held = agent.current();
         bundle.generation = held.as_ref().map_or(0, |h| h.generation);
-        if held.as_ref() != Some(&bundle) {
+        if let Some(held) = held.as_ref().filter(|h| h.workloads == bundle.workloads) {
+            bundle = held.clone();
+        } else {
             bundle.generation += 1;
-            if let Err(e) = agent.install(&bundle.canonical_bytes(), None, bundle.clone()) {
+            if let Err(e) =
+                agent.install(&bundle.unsigned_envelope().to_bytes(), None, bundle.clone())
+            {
                 ui.problem(&format_args!("target `{}`: {e}", bundle.target), None)?;
                 continue;
             }

@@ -179,6 +179,18 @@ impl Bundle {
     }
 }
 
+impl Bundle {
+    /// The envelope of a bundle handed over in-process (`runtime = local`): no signature,
+    /// since nothing crossed a trust boundary. An agent that pulls never accepts one.
+    pub fn unsigned_envelope(&self) -> SignedBundle {
+        SignedBundle {
+            format: SIGNED_FORMAT.to_string(),
+            signature: String::new(),
+            payload: String::from_utf8(self.canonical_bytes()).unwrap_or_default(),
+        }
+    }
+}
+
 /// The published file: the exact signed bytes and a detached ed25519 signature over them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignedBundle {
