@@ -949,17 +949,19 @@ target here {{
     );
     let store = root.join("bundles");
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/edge-fleet");
-    for generation in [1, 2] {
+    let publish_to = |store: &str| {
         let out = Command::new(BERTH)
-            .args(["apply", "--bundles"])
-            .arg(&store)
-            .arg("--key")
+            .args(["apply", "--bundles", store, "--key"])
             .arg(prefix.with_extension("key"))
             .arg(&repo)
             .output()
             .expect("run");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(out.status.success(), "{err}");
+        err
+    };
+    for generation in [1, 2] {
+        let err = publish_to(&store.display().to_string());
         assert!(
             err.contains(&format!(
                 "target `rig_alpha`: bundle generation {generation} published"
@@ -971,15 +973,7 @@ target here {{
     let http_dir = root.join("http-store");
     std::fs::create_dir_all(&http_dir).expect("http store dir");
     let http_store = Store::start(&http_dir, None);
-    let out = Command::new(BERTH)
-        .args(["apply", "--bundles", &http_store.url("")])
-        .arg("--key")
-        .arg(prefix.with_extension("key"))
-        .arg(&repo)
-        .output()
-        .expect("run");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let err = publish_to(&http_store.url(""));
     assert!(
         err.contains("target `rig_alpha`: bundle generation 1 published to http://"),
         "{err}"

@@ -83,16 +83,8 @@ pub fn run(args: ApplyArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
     if !plan.feasible {
         ui.status(&"warning: the plan is not feasible; applying what was placed")?;
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            ui.problem(&format_args!("cannot start the async runtime: {e}"), None)?;
-            return Ok(Exit::Trouble);
-        }
+    let Some(runtime) = agent::cli::async_runtime(ui)? else {
+        return Ok(Exit::Trouble);
     };
     let signing = match &args.key {
         Some(path) => match keys::read_signing(path) {

@@ -140,16 +140,8 @@ pub fn agent(args: AgentArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         gpu_process_every: 10,
         gpu_record_interval: seconds(args.gpu_record_interval),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            ui.problem(&format_args!("cannot start the async runtime: {e}"), None)?;
-            return Ok(Exit::Trouble);
-        }
+    let Some(runtime) = async_runtime(ui)? else {
+        return Ok(Exit::Trouble);
     };
     runtime.block_on(async {
         let agent = match Agent::open(config) {
@@ -183,6 +175,22 @@ pub fn agent(args: AgentArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         ui.status(&"agent stopped")?;
         Ok(Exit::Clean)
     })
+}
+
+/// The async runtime of the agent and of `berth apply` (two workers: the agent mostly waits),
+/// or `None` after saying why there is none.
+pub fn async_runtime(ui: &mut Ui<'_>) -> io::Result<Option<tokio::runtime::Runtime>> {
+    match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => Ok(Some(r)),
+        Err(e) => {
+            ui.problem(&format_args!("cannot start the async runtime: {e}"), None)?;
+            Ok(None)
+        }
+    }
 }
 
 /// Completes on SIGTERM or SIGINT.

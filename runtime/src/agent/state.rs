@@ -268,8 +268,28 @@ impl State {
     }
 
     pub fn processes(&self) -> Result<Vec<(String, ProcessRecord)>> {
+        self.records(PROCESSES)
+    }
+
+    pub fn set_process(&self, key: &str, record: Option<ProcessRecord>) -> Result<()> {
+        self.set_record(PROCESSES, key, record)
+    }
+
+    pub fn artifacts(&self) -> Result<Vec<(String, ArtifactRecord)>> {
+        self.records(ARTIFACTS)
+    }
+
+    pub fn set_artifact(&self, digest: &str, record: Option<ArtifactRecord>) -> Result<()> {
+        self.set_record(ARTIFACTS, digest, record)
+    }
+
+    /// Every record of a keyed table (unreadable rows skipped), in key order.
+    fn records<T: serde::de::DeserializeOwned>(
+        &self,
+        table: TableDefinition<'static, &str, &[u8]>,
+    ) -> Result<Vec<(String, T)>> {
         let tx = self.db.begin_read()?;
-        let table = tx.open_table(PROCESSES)?;
+        let table = tx.open_table(table)?;
         let mut out = Vec::new();
         for row in table.iter()? {
             let (k, v) = row?;
@@ -280,10 +300,16 @@ impl State {
         Ok(out)
     }
 
-    pub fn set_process(&self, key: &str, record: Option<ProcessRecord>) -> Result<()> {
+    /// Sets (Some) or removes (None) one record, in its own transaction.
+    fn set_record<T: Serialize>(
+        &self,
+        table: TableDefinition<'static, &str, &[u8]>,
+        key: &str,
+        record: Option<T>,
+    ) -> Result<()> {
         let tx = self.db.begin_write()?;
         {
-            let mut table = tx.open_table(PROCESSES)?;
+            let mut table = tx.open_table(table)?;
             match record {
                 Some(r) => {
                     let bytes = serde_json::to_vec(&r).map_err(|e| StateError(e.to_string()))?;
@@ -291,37 +317,6 @@ impl State {
                 }
                 None => {
                     table.remove(key)?;
-                }
-            }
-        }
-        tx.commit()?;
-        Ok(())
-    }
-
-    pub fn artifacts(&self) -> Result<Vec<(String, ArtifactRecord)>> {
-        let tx = self.db.begin_read()?;
-        let table = tx.open_table(ARTIFACTS)?;
-        let mut out = Vec::new();
-        for row in table.iter()? {
-            let (k, v) = row?;
-            if let Ok(record) = serde_json::from_slice(v.value()) {
-                out.push((k.value().to_string(), record));
-            }
-        }
-        Ok(out)
-    }
-
-    pub fn set_artifact(&self, digest: &str, record: Option<ArtifactRecord>) -> Result<()> {
-        let tx = self.db.begin_write()?;
-        {
-            let mut table = tx.open_table(ARTIFACTS)?;
-            match record {
-                Some(r) => {
-                    let bytes = serde_json::to_vec(&r).map_err(|e| StateError(e.to_string()))?;
-                    table.insert(digest, bytes.as_slice())?;
-                }
-                None => {
-                    table.remove(digest)?;
                 }
             }
         }
