@@ -775,6 +775,43 @@ fn an_artifact_with_a_wrong_digest_never_runs_and_the_status_says_why() {
 }
 
 #[test]
+fn a_container_image_without_a_container_engine_is_blocked_with_the_reason() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    let keys = keys_in(root);
+    let mut w = workload("boxed", "true");
+    w.image = "registry.example.com/boxed:1".into();
+    publish(root, &bundle(1, vec![w]).sign(&keys.secret));
+    let agent = AgentProc::start(
+        &root.join("state"),
+        &keys.public,
+        &root.join("site.bundle.json").display().to_string(),
+        &[],
+    );
+    let engines = ["podman", "docker"].map(|e| {
+        Command::new(e)
+            .arg("info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if engines.contains(&true) {
+        return; // A machine with a working engine runs the container instead.
+    }
+    let status = wait_for(Duration::from_secs(20), || {
+        let s = agent.status();
+        (workload_state(&s, "boxed").as_deref() == Some("blocked")).then_some(s)
+    });
+    let reason = status["workloads"][0]["reason"].as_str().expect("reason");
+    assert!(
+        reason
+            .starts_with("no container runtime for image `registry.example.com/boxed:1`: podman "),
+        "{reason}"
+    );
+}
+
+#[test]
 fn an_idle_notebook_is_reclaimed_at_its_threshold_and_not_before() {
     let dir = tempfile::tempdir().expect("temp dir");
     let root = dir.path();
