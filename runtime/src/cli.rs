@@ -69,6 +69,13 @@ pub enum Command {
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<PathBuf>,
     },
+    /// Manage the control plane's bundle-signing keys.
+    #[command(subcommand)]
+    Keys(crate::agent::cli::KeysCommand),
+    /// Run the edge agent: pull signed bundles, run their workloads, buffer telemetry.
+    Agent(crate::agent::cli::AgentArgs),
+    /// Plan a spec and apply it: edge bundles published, local targets run here.
+    Apply(crate::apply::ApplyArgs),
 }
 
 /// A compiled form `berth check --emit` prints.
@@ -148,6 +155,9 @@ fn dispatch(command: Command, ui: &mut Ui<'_>) -> io::Result<Exit> {
             };
             format_files(&paths, mode, ui)
         }
+        Command::Keys(command) => crate::agent::cli::keys(command, ui),
+        Command::Agent(args) => crate::agent::cli::agent(args, ui),
+        Command::Apply(args) => crate::apply::run(args, ui),
     }
 }
 

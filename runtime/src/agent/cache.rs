@@ -1,0 +1,262 @@
+//! The model cache: artifacts stored by content (`STATE/cache/sha256/HEX`), fetched by
+//! streaming (HTTP(S) through reqwest, `file://` or a path), hashed while they stream, resumed
+//! after an interruption (HTTP `Range`, or a file offset) and retried.
+//!
+//! INVARIANT: a file appears under `sha256/` only by a rename after its SHA-256 matched, so
+//! whatever is there is verified and is never fetched again; a mismatching artifact is
+//! deleted and never handed to a workload. Beyond the byte budget, the least recently used
+//! artifacts that the running bundle does not need are evicted.
+
+use super::state::{ArtifactRecord, State};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+
+const CHUNK: usize = 1 << 20;
+const ATTEMPTS: u32 = 3;
+
+/// Why an artifact is not in the cache.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum FetchError {
+    #[error("artifact `{0}` has no digest: the agent runs only verified artifacts")]
+    NoDigest(String),
+    #[error("digest `{0}` is not `sha256:` and 64 hex digits")]
+    BadDigest(String),
+    #[error("artifact `{0}`: only http(s)://, file:// and paths can be fetched")]
+    Unsupported(String),
+    #[error("artifact `{uri}` has digest `{actual}`, the bundle says `{expected}`")]
+    Mismatch {
+        uri: String,
+        expected: String,
+        actual: String,
+    },
+    #[error("cannot fetch `{uri}`: {message}")]
+    Fetch { uri: String, message: String },
+}
+
+pub struct Cache {
+    dir: PathBuf,
+    /// Bytes the cache may hold.
+    pub budget: u64,
+    client: reqwest::Client,
+}
+
+fn now_ms() -> u64 {
+    super::now_ms()
+}
+
+impl Cache {
+    pub fn new(dir: PathBuf, budget: u64, client: reqwest::Client) -> Cache {
+        Cache {
+            dir,
+            budget,
+            client,
+        }
+    }
+
+    /// The cached file of `digest` (whether or not it is there).
+    pub fn path_of(&self, digest: &str) -> Option<PathBuf> {
+        let hex = hex_of(digest).ok()?;
+        Some(self.dir.join("sha256").join(hex))
+    }
+
+    /// The cached file of the artifact at `uri` with `digest`, fetching it if needed.
+    /// Returns whether it was fetched now (false: already cached).
+    pub async fn ensure(
+        &self,
+        state: &State,
+        uri: &str,
+        digest: Option<&str>,
+    ) -> Result<(PathBuf, bool), FetchError> {
+        let digest = digest.ok_or_else(|| FetchError::NoDigest(uri.to_string()))?;
+        let hex = hex_of(digest)?;
+        let done = self.dir.join("sha256").join(&hex);
+        if done.exists() {
+            // A crash between rename and record leaves a verified file unrecorded: record it.
+            let recorded = state
+                .artifacts()
+                .unwrap_or_default()
+                .iter()
+                .any(|(d, _)| d == digest);
+            if !recorded {
+                let size = std::fs::metadata(&done).map_or(0, |m| m.len());
+                let record = ArtifactRecord {
+                    size,
+                    last_used_ms: now_ms(),
+                };
+                let _ = state.set_artifact(digest, Some(record));
+            }
+            return Ok((done, false));
+        }
+        let io = |e: std::io::Error| FetchError::Fetch {
+            uri: uri.to_string(),
+            message: e.to_string(),
+        };
+        let partial_dir = self.dir.join("partial");
+        tokio::fs::create_dir_all(&partial_dir).await.map_err(io)?;
+        tokio::fs::create_dir_all(self.dir.join("sha256"))
+            .await
+            .map_err(io)?;
+        let partial = partial_dir.join(format!("{hex}.part"));
+        let mut last = None;
+        for attempt in 0..ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+            }
+            match self.download(uri, &partial).await {
+                Ok((hasher, size)) => {
+                    let actual =
+                        format!("sha256:{}", crate::bundle::keys::to_hex(&hasher.finalize()));
+                    if actual != digest {
+                        let _ = tokio::fs::remove_file(&partial).await;
+                        return Err(FetchError::Mismatch {
+                            uri: uri.to_string(),
+                            expected: digest.to_string(),
+                            actual,
+                        });
+                    }
+                    tokio::fs::rename(&partial, &done).await.map_err(io)?;
+                    if let Ok(dir) = std::fs::File::open(self.dir.join("sha256")) {
+                        let _ = dir.sync_all();
+                    }
+                    let record = ArtifactRecord {
+                        size,
+                        last_used_ms: now_ms(),
+                    };
+                    let _ = state.set_artifact(digest, Some(record));
+                    return Ok((done, true));
+                }
+                Err(e @ FetchError::Unsupported(_)) => return Err(e),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| FetchError::Fetch {
+            uri: uri.to_string(),
+            message: "no attempt made".into(),
+        }))
+    }
+
+    /// Streams `uri` into `partial`, resuming after the bytes already there (re-hashed first).
+    async fn download(&self, uri: &str, partial: &Path) -> Result<(Sha256, u64), FetchError> {
+        let io = |e: std::io::Error| FetchError::Fetch {
+            uri: uri.to_string(),
+            message: e.to_string(),
+        };
+        let mut hasher = Sha256::new();
+        let mut offset = 0u64;
+        if let Ok(mut existing) = tokio::fs::File::open(partial).await {
+            let mut buf = vec![0u8; CHUNK];
+            loop {
+                let n = existing.read(&mut buf).await.map_err(io)?;
+                if n == 0 {
+                    break;
+                }
+                hasher.update(&buf[..n]);
+                offset += n as u64;
+            }
+        }
+        let mut out = tokio::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(partial)
+            .await
+            .map_err(io)?;
+        if uri.starts_with("http://") || uri.starts_with("https://") {
+            let mut request = self.client.get(uri);
+            if offset > 0 {
+                request = request.header("range", format!("bytes={offset}-"));
+            }
+            let fetch = |e: reqwest::Error| FetchError::Fetch {
+                uri: uri.to_string(),
+                message: e.to_string(),
+            };
+            let mut response = request.send().await.map_err(fetch)?;
+            let status = response.status();
+            if offset > 0 && status == reqwest::StatusCode::OK {
+                // The server ignored the range: start over.
+                out.set_len(0).await.map_err(io)?;
+                hasher = Sha256::new();
+                offset = 0;
+            } else if !status.is_success() {
+                return Err(FetchError::Fetch {
+                    uri: uri.to_string(),
+                    message: format!("status {status}"),
+                });
+            }
+            // Network chunks are small; the file gets 1 MiB writes (each async file write is
+            // a trip to the blocking pool).
+            let mut buffer = Vec::with_capacity(CHUNK);
+            while let Some(chunk) = response.chunk().await.map_err(fetch)? {
+                hasher.update(&chunk);
+                buffer.extend_from_slice(&chunk);
+                offset += chunk.len() as u64;
+                if buffer.len() >= CHUNK {
+                    out.write_all(&buffer).await.map_err(io)?;
+                    buffer.clear();
+                }
+            }
+            out.write_all(&buffer).await.map_err(io)?;
+        } else if uri.contains("://") && !uri.starts_with("file://") {
+            return Err(FetchError::Unsupported(uri.to_string()));
+        } else {
+            let path = uri.strip_prefix("file://").unwrap_or(uri);
+            let mut input = tokio::fs::File::open(path).await.map_err(io)?;
+            input
+                .seek(std::io::SeekFrom::Start(offset))
+                .await
+                .map_err(io)?;
+            let mut buf = vec![0u8; CHUNK];
+            loop {
+                let n = input.read(&mut buf).await.map_err(io)?;
+                if n == 0 {
+                    break;
+                }
+                hasher.update(&buf[..n]);
+                out.write_all(&buf[..n]).await.map_err(io)?;
+                offset += n as u64;
+            }
+        }
+        out.sync_all().await.map_err(io)?;
+        Ok((hasher, offset))
+    }
+
+    /// Evicts least recently used artifacts not in `keep` until the cache fits its budget.
+    /// Returns the digests evicted.
+    pub fn evict(&self, state: &State, keep: &[String]) -> Vec<String> {
+        let mut artifacts = state.artifacts().unwrap_or_default();
+        let mut total: u64 = artifacts.iter().map(|(_, r)| r.size).sum();
+        artifacts.sort_by_key(|(_, r)| r.last_used_ms);
+        let mut evicted = Vec::new();
+        for (digest, record) in artifacts {
+            if total <= self.budget {
+                break;
+            }
+            if keep.contains(&digest) {
+                continue;
+            }
+            if let Some(path) = self.path_of(&digest) {
+                let _ = std::fs::remove_file(path);
+            }
+            let _ = state.set_artifact(&digest, None);
+            total = total.saturating_sub(record.size);
+            evicted.push(digest);
+        }
+        evicted
+    }
+
+    /// (bytes held, artifacts held).
+    pub fn usage(&self, state: &State) -> (u64, usize) {
+        let artifacts = state.artifacts().unwrap_or_default();
+        (artifacts.iter().map(|(_, r)| r.size).sum(), artifacts.len())
+    }
+}
+
+fn hex_of(digest: &str) -> Result<String, FetchError> {
+    match digest.strip_prefix("sha256:") {
+        Some(hex) if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Ok(hex.to_ascii_lowercase())
+        }
+        _ => Err(FetchError::BadDigest(digest.to_string())),
+    }
+}

@@ -1,0 +1,212 @@
+//! `berth keys generate` and `berth agent`: argument types and the commands.
+
+use super::{Agent, Config, Feed, GpuChoice};
+use crate::bundle::keys;
+use crate::cli::Exit;
+use crate::report::Ui;
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum KeysCommand {
+    /// Make an ed25519 key pair for signing bundles: PREFIX.key (secret, mode 0600, never
+    /// printed) and PREFIX.pub (give it to agents as --trust).
+    Generate {
+        /// Path prefix of the two files, e.g. `keys/control-plane`.
+        #[arg(value_name = "PREFIX")]
+        prefix: PathBuf,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AgentArgs {
+    /// Directory of the agent's durable state (database, model cache, logs).
+    #[arg(long, value_name = "DIR")]
+    pub state: PathBuf,
+    /// The control plane's public key (`berth keys generate`): only bundles it signed run.
+    #[arg(long, value_name = "KEY.pub")]
+    pub trust: PathBuf,
+    /// The bundle to pull: an http(s) URL, `file://PATH` or a path.
+    #[arg(long, value_name = "URL")]
+    pub source: String,
+    /// Address of the HTTP API.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7443")]
+    pub listen: SocketAddr,
+    /// File holding the bearer token API callers must present.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: PathBuf,
+    /// Accept only bundles for this target (by default: the target of the first accepted).
+    #[arg(long, value_name = "NAME")]
+    pub target: Option<String>,
+    /// Seconds between pulls (`POST /v1/sync` pulls at once).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    pub interval: f64,
+    /// Bytes the model cache may hold before unused artifacts are evicted.
+    #[arg(long, value_name = "BYTES", default_value_t = 50 << 30)]
+    pub cache_budget: u64,
+    /// Most telemetry events kept unacknowledged, whatever the workloads' buffers allow.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pub max_events: u64,
+    /// Replay GPU samples from this file of JSON lines instead of asking NVML.
+    #[arg(long, value_name = "FILE")]
+    pub gpu_samples: Option<PathBuf>,
+    /// Do not sample GPUs.
+    #[arg(long, conflicts_with = "gpu_samples")]
+    pub no_gpu: bool,
+    /// Seconds between GPU samples (NVML refreshes utilisation every 1/6 to 1 s).
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    pub gpu_interval: f64,
+    /// Seconds between GPU samples recorded as telemetry.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    pub gpu_record_interval: f64,
+}
+
+pub fn keys(command: KeysCommand, ui: &mut Ui<'_>) -> io::Result<Exit> {
+    let KeysCommand::Generate { prefix } = command;
+    let written = keys::generate().and_then(|key| keys::write_pair(&prefix, &key));
+    match written {
+        Ok((secret, public)) => {
+            ui.status(&format_args!(
+                "wrote the secret key to `{}` (mode 0600) and the public key to `{}`",
+                secret.display(),
+                public.display()
+            ))?;
+            Ok(Exit::Clean)
+        }
+        Err(e) => {
+            ui.problem(
+                &e,
+                Some("choose a prefix whose .key and .pub files do not exist"),
+            )?;
+            Ok(Exit::Trouble)
+        }
+    }
+}
+
+fn seconds(s: f64) -> Duration {
+    Duration::try_from_secs_f64(s.max(0.01)).unwrap_or(Duration::from_secs(1))
+}
+
+pub fn agent(args: AgentArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
+    let trust = match keys::read_verifying(&args.trust) {
+        Ok(key) => key,
+        Err(e) => {
+            ui.problem(
+                &e,
+                Some("--trust takes the .pub file `berth keys generate` wrote"),
+            )?;
+            return Ok(Exit::Trouble);
+        }
+    };
+    let token = match std::fs::read_to_string(&args.token_file) {
+        Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
+        Ok(_) => {
+            ui.problem(
+                &format_args!("the token file `{}` is empty", args.token_file.display()),
+                None,
+            )?;
+            return Ok(Exit::Trouble);
+        }
+        Err(e) => {
+            ui.problem(
+                &format_args!(
+                    "cannot read the token file `{}`: {e}",
+                    args.token_file.display()
+                ),
+                None,
+            )?;
+            return Ok(Exit::Trouble);
+        }
+    };
+    let gpu = match (&args.gpu_samples, args.no_gpu) {
+        (Some(path), _) => GpuChoice::Recorded(path.clone()),
+        (None, true) => GpuChoice::Off,
+        (None, false) => GpuChoice::Nvml,
+    };
+    let config = Config {
+        state_dir: args.state.clone(),
+        feed: Feed::Pull {
+            source: args.source.clone(),
+            trust: Box::new(trust),
+            interval: seconds(args.interval),
+        },
+        target: args.target.clone(),
+        cache_budget: args.cache_budget,
+        max_events: args.max_events,
+        gpu,
+        gpu_interval: seconds(args.gpu_interval),
+        gpu_process_every: 10,
+        gpu_record_interval: seconds(args.gpu_record_interval),
+    };
+    let Some(runtime) = async_runtime(ui)? else {
+        return Ok(Exit::Trouble);
+    };
+    runtime.block_on(async {
+        let agent = match Agent::open(config) {
+            Ok(agent) => agent,
+            Err(e) => {
+                ui.problem(&e, Some("is another agent using this --state directory?"))?;
+                return Ok(Exit::Trouble);
+            }
+        };
+        let listener = match tokio::net::TcpListener::bind(args.listen).await {
+            Ok(l) => l,
+            Err(e) => {
+                ui.problem(&format_args!("cannot listen on {}: {e}", args.listen), None)?;
+                return Ok(Exit::Trouble);
+            }
+        };
+        let address = listener.local_addr()?;
+        let api = tokio::spawn(super::api::serve(listener, agent.clone(), token));
+        let run = tokio::spawn(agent.clone().run(shutdown_signal()));
+        // Give the GPU probe a moment to report what it found.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let gpus = agent.gpus.lock().map(|g| g.clone()).unwrap_or_default();
+        ui.status(&format_args!("agent listening on http://{address}"))?;
+        match gpus.unavailable {
+            Some(reason) => ui.status(&format_args!("gpu: {reason}"))?,
+            None => ui.status(&format_args!("gpu: {}", gpus.probe))?,
+        }
+        ui.err.flush()?;
+        let _ = run.await;
+        api.abort();
+        ui.status(&"agent stopped")?;
+        Ok(Exit::Clean)
+    })
+}
+
+/// The async runtime of the agent and of `berth apply` (two workers: the agent mostly waits),
+/// or `None` after saying why there is none.
+pub fn async_runtime(ui: &mut Ui<'_>) -> io::Result<Option<tokio::runtime::Runtime>> {
+    match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => Ok(Some(r)),
+        Err(e) => {
+            ui.problem(&format_args!("cannot start the async runtime: {e}"), None)?;
+            Ok(None)
+        }
+    }
+}
+
+/// Completes on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        // Without signal handling the agent runs until killed.
+        _ => std::future::pending().await,
+    }
+}

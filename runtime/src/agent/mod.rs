@@ -1,0 +1,607 @@
+//! The berth agent: runs one target's workloads from signed bundles, on its own when the
+//! control plane is out of reach (docs/agent.md).
+//!
+//! One loop pulls the bundle (on an interval and on `POST /v1/sync`), verifies and admits it
+//! ([`crate::bundle`]), stores it ([`state`]) and reconciles: artifacts into the model cache
+//! ([`cache`]), then replicas started, restarted and stopped ([`supervise`]). A second loop
+//! samples the GPUs ([`gpu`]) and reclaims idle workloads; the HTTP API ([`api`]) reads what
+//! both know. The same agent runs embedded in `berth apply` for `runtime = local` targets,
+//! fed bundles in-process instead of pulling.
+//!
+//! Must never: run a bundle that did not verify, replace the running bundle with a rejected
+//! one, or run an artifact whose digest did not match.
+
+pub mod api;
+pub mod cache;
+pub mod cli;
+pub mod gpu;
+pub mod source;
+pub mod state;
+pub mod supervise;
+
+use crate::bundle::{self, Bundle, BundleWorkload, SignedBundle};
+use ed25519_dalek::VerifyingKey;
+use serde::Serialize;
+use state::{NewEvent, State};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use supervise::Running;
+use tokio::sync::Notify;
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Where desired state comes from.
+pub enum Feed {
+    /// Pulled from a bundle store and verified with the trusted key.
+    Pull {
+        source: String,
+        trust: Box<VerifyingKey>,
+        interval: Duration,
+    },
+    /// Handed over in-process by `berth apply` (local targets).
+    Embedded,
+}
+
+/// Which GPU probe to use.
+pub enum GpuChoice {
+    Nvml,
+    Recorded(PathBuf),
+    Off,
+}
+
+pub struct Config {
+    pub state_dir: PathBuf,
+    pub feed: Feed,
+    /// Refuse bundles for any other target.
+    pub target: Option<String>,
+    pub cache_budget: u64,
+    pub max_events: u64,
+    pub gpu: GpuChoice,
+    pub gpu_interval: Duration,
+    /// Processes are enumerated every this many samples.
+    pub gpu_process_every: u32,
+    /// A GPU sample is recorded as telemetry at most this often.
+    pub gpu_record_interval: Duration,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SourceStatus {
+    pub address: Option<String>,
+    pub last_attempt_ms: Option<u64>,
+    pub last_success_ms: Option<u64>,
+    pub reachable: Option<bool>,
+    pub last_error: Option<String>,
+    pub last_rejection: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct GpuView {
+    pub probe: String,
+    /// Set when there is no usable probe ("no NVML: …").
+    pub unavailable: Option<String>,
+    pub devices: Vec<gpu::GpuSample>,
+}
+
+pub struct Agent {
+    pub config: Config,
+    pub state: Arc<State>,
+    cache: cache::Cache,
+    client: reqwest::Client,
+    current: Mutex<Option<Bundle>>,
+    running: tokio::sync::Mutex<BTreeMap<String, Running>>,
+    /// Workloads that cannot run, and why (artifact rejected, no container runtime, …).
+    blocked: Mutex<BTreeMap<String, String>>,
+    /// Workloads reclaimed under the current generation: not restarted until a new one.
+    reclaimed: Mutex<BTreeMap<String, u64>>,
+    pub source: Mutex<SourceStatus>,
+    pub gpus: Mutex<GpuView>,
+    pub sync_now: Notify,
+    pub started: Instant,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    State(#[from] state::StateError),
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+}
+
+impl Agent {
+    pub fn open(config: Config) -> Result<Arc<Agent>, AgentError> {
+        let state = Arc::new(State::open(&config.state_dir, config.max_events)?);
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|e| AgentError::Client(e.to_string()))?;
+        let cache = cache::Cache::new(
+            config.state_dir.join("cache"),
+            config.cache_budget,
+            client.clone(),
+        );
+        // The bundle of the previous life, verified when it was accepted.
+        let current = state
+            .meta("bundle")?
+            .and_then(|bytes| serde_json::from_slice::<SignedBundle>(&bytes).ok())
+            .and_then(|s| serde_json::from_str::<Bundle>(&s.payload).ok());
+        let reclaimed = state
+            .meta("reclaimed")?
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        let address = match &config.feed {
+            Feed::Pull { source, .. } => Some(source.clone()),
+            Feed::Embedded => None,
+        };
+        Ok(Arc::new(Agent {
+            state,
+            cache,
+            client,
+            current: Mutex::new(current),
+            running: tokio::sync::Mutex::new(BTreeMap::new()),
+            blocked: Mutex::new(BTreeMap::new()),
+            reclaimed: Mutex::new(reclaimed),
+            source: Mutex::new(SourceStatus {
+                address,
+                ..SourceStatus::default()
+            }),
+            gpus: Mutex::new(GpuView::default()),
+            sync_now: Notify::new(),
+            started: Instant::now(),
+            config,
+        }))
+    }
+
+    pub fn current(&self) -> Option<Bundle> {
+        self.current.lock().ok().and_then(|c| c.clone())
+    }
+
+    fn keep_ns(&self) -> u64 {
+        self.current()
+            .and_then(|b| b.workloads.iter().map(|w| w.telemetry.buffer_ns()).max())
+            .unwrap_or(bundle::LIVE_BUFFER_NS)
+    }
+
+    /// Records an agent-level event (kept as long as the longest workload buffer).
+    pub fn record(&self, kind: &'static str, workload: Option<&str>, detail: serde_json::Value) {
+        let keep_ns = self
+            .current()
+            .and_then(|b| {
+                let w = b
+                    .workloads
+                    .iter()
+                    .find(|w| Some(w.name.as_str()) == workload)?;
+                Some(w.telemetry.buffer_ns())
+            })
+            .unwrap_or_else(|| self.keep_ns());
+        let event = NewEvent {
+            kind,
+            workload: workload.map(str::to_string),
+            detail,
+            keep_ns,
+        };
+        let _ = self.state.record(event, now_ms());
+    }
+
+    /// Runs until `shutdown` completes, then stops every workload.
+    pub async fn run(self: Arc<Self>, shutdown: impl std::future::Future<Output = ()>) {
+        let leftovers = supervise::stop_leftovers(&self.state);
+        if !leftovers.is_empty() {
+            self.record(
+                "workload_exited",
+                None,
+                serde_json::json!({ "stopped_leftovers": leftovers }),
+            );
+        }
+        let sampler = tokio::spawn(self.clone().sample_gpus());
+        tokio::pin!(shutdown);
+        let interval = match &self.config.feed {
+            Feed::Pull { interval, .. } => *interval,
+            Feed::Embedded => Duration::from_secs(5),
+        };
+        loop {
+            self.pull().await;
+            self.reconcile().await;
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = self.sync_now.notified() => {}
+                _ = &mut shutdown => break,
+            }
+        }
+        sampler.abort();
+        let running = std::mem::take(&mut *self.running.lock().await);
+        for (_, r) in running {
+            r.stop().await;
+        }
+    }
+
+    /// Pulls once (pull feeds only); admits a new bundle or records why not.
+    pub async fn pull(&self) {
+        let Feed::Pull { source, trust, .. } = &self.config.feed else {
+            return;
+        };
+        let etag = self
+            .state
+            .meta("etag")
+            .ok()
+            .flatten()
+            .and_then(|b| String::from_utf8(b).ok());
+        let attempt = now_ms();
+        let pulled = source::pull(&self.client, source, etag.as_deref()).await;
+        let mut status = self.source.lock().map(|s| s.clone()).unwrap_or_default();
+        status.last_attempt_ms = Some(attempt);
+        match pulled {
+            Err(e) => {
+                status.reachable = Some(false);
+                status.last_error = Some(e);
+            }
+            Ok(pulled) => {
+                status.reachable = Some(true);
+                status.last_error = None;
+                status.last_success_ms = Some(attempt);
+                if let source::Pulled::Changed { bytes, etag } = pulled
+                    && let Err(rejection) = self.admit(&bytes, etag.as_deref(), trust)
+                {
+                    status.last_rejection = Some(rejection);
+                }
+            }
+        }
+        if let Ok(mut s) = self.source.lock() {
+            *s = status;
+        }
+    }
+
+    /// Verifies and admits a published bundle; the error is the reason it was rejected (also
+    /// recorded as a `bundle_rejected` event).
+    pub fn admit(
+        &self,
+        bytes: &[u8],
+        etag: Option<&str>,
+        trust: &VerifyingKey,
+    ) -> Result<(), String> {
+        let held = self.current();
+        let verdict = SignedBundle::verify(bytes, trust).and_then(|(signed, offered)| {
+            if held
+                .as_ref()
+                .is_some_and(|h| h.canonical_bytes() == offered.canonical_bytes())
+            {
+                return Ok(None);
+            }
+            bundle::admissible(&offered, held.as_ref(), self.config.target.as_deref())?;
+            Ok(Some((signed, offered)))
+        });
+        match verdict {
+            Ok(None) => {
+                // The same bundle again (a store without ETags): remember the tag only.
+                if let Some(etag) = etag {
+                    let _ = self.state.set_meta("etag", etag.as_bytes());
+                }
+                Ok(())
+            }
+            Ok(Some((signed, offered))) => self.install(&signed.to_bytes(), etag, offered),
+            Err(e) => {
+                let reason = e.to_string();
+                // The same rejected content is not evaluated (nor reported) again.
+                if let Some(etag) = etag {
+                    let _ = self.state.set_meta("etag", etag.as_bytes());
+                }
+                self.record(
+                    "bundle_rejected",
+                    None,
+                    serde_json::json!({ "reason": reason, "held": held.map(|h| h.generation) }),
+                );
+                Err(reason)
+            }
+        }
+    }
+
+    /// Stores `bundle` as the one to run (with its bytes as published) and its event, in one
+    /// transaction.
+    pub fn install(&self, stored: &[u8], etag: Option<&str>, bundle: Bundle) -> Result<(), String> {
+        let event = NewEvent {
+            kind: "bundle_accepted",
+            workload: None,
+            detail: serde_json::json!({
+                "generation": bundle.generation,
+                "plan_id": bundle.plan_id,
+                "target": bundle.target,
+            }),
+            keep_ns: bundle
+                .workloads
+                .iter()
+                .map(|w| w.telemetry.buffer_ns())
+                .max()
+                .unwrap_or(bundle::LIVE_BUFFER_NS),
+        };
+        self.state
+            .accept_bundle(stored, etag, event, now_ms())
+            .map_err(|e| e.to_string())?;
+        if let Ok(mut current) = self.current.lock() {
+            *current = Some(bundle);
+        }
+        Ok(())
+    }
+
+    /// Brings the running workloads in line with the current bundle.
+    pub async fn reconcile(&self) {
+        let Some(bundle) = self.current() else {
+            return;
+        };
+        // Stop what is gone or changed.
+        let stale: Vec<Running> = {
+            let mut running = self.running.lock().await;
+            let names: Vec<String> = running
+                .iter()
+                .filter(|(name, r)| {
+                    !bundle
+                        .workloads
+                        .iter()
+                        .any(|w| &w.name == *name && *w == r.spec)
+                })
+                .map(|(name, _)| name.clone())
+                .collect();
+            names.iter().filter_map(|n| running.remove(n)).collect()
+        };
+        for r in stale {
+            r.stop().await;
+        }
+        let reclaimed = self.reclaimed.lock().map(|r| r.clone()).unwrap_or_default();
+        let mut needed = Vec::new();
+        for w in &bundle.workloads {
+            if let Some(v) = &w.variant
+                && let Some(d) = &v.digest
+            {
+                needed.push(d.clone());
+            }
+            let started = self.running.lock().await.contains_key(&w.name);
+            if started || reclaimed.get(&w.name) == Some(&bundle.generation) {
+                continue;
+            }
+            // Downloads happen without the lock: status and reclaim go on meanwhile.
+            match self.prepare(w).await {
+                Ok((launch, model)) => {
+                    self.set_blocked(&w.name, None);
+                    let ctx = supervise::Context {
+                        state: self.state.clone(),
+                        logs: self.config.state_dir.join("logs"),
+                        target: bundle.target.clone(),
+                        plan_id: bundle.plan_id.clone(),
+                        model,
+                    };
+                    let run = supervise::start(w.clone(), launch, ctx);
+                    self.running.lock().await.insert(w.name.clone(), run);
+                }
+                Err(reason) => self.set_blocked(&w.name, Some(reason)),
+            }
+        }
+        self.cache.evict(&self.state, &needed);
+    }
+
+    fn set_blocked(&self, workload: &str, reason: Option<String>) {
+        if let Ok(mut blocked) = self.blocked.lock() {
+            match reason {
+                Some(r) => blocked.insert(workload.to_string(), r),
+                None => blocked.remove(workload),
+            };
+        }
+    }
+
+    /// The launch and the cached model of `w`, or why it cannot run.
+    async fn prepare(
+        &self,
+        w: &BundleWorkload,
+    ) -> Result<(supervise::Launch, Option<PathBuf>), String> {
+        let launch = supervise::launch_for(&w.image)?;
+        let Some(variant) = &w.variant else {
+            return Ok((launch, None));
+        };
+        match self
+            .cache
+            .ensure(&self.state, &variant.artifact, variant.digest.as_deref())
+            .await
+        {
+            Ok((path, fetched)) => {
+                if fetched {
+                    self.record(
+                        "artifact_fetched",
+                        Some(&w.name),
+                        serde_json::json!({ "artifact": variant.artifact, "digest": variant.digest }),
+                    );
+                }
+                Ok((launch, Some(path)))
+            }
+            Err(e) => {
+                let reason = e.to_string();
+                if !matches!(e, cache::FetchError::Fetch { .. }) {
+                    self.record(
+                        "artifact_rejected",
+                        Some(&w.name),
+                        serde_json::json!({ "artifact": variant.artifact, "reason": reason }),
+                    );
+                }
+                Err(reason)
+            }
+        }
+    }
+
+    /// A snapshot for `GET /v1/status`.
+    pub async fn status(&self) -> serde_json::Value {
+        let bundle = self.current();
+        let running = self.running.lock().await;
+        let blocked = self.blocked.lock().map(|b| b.clone()).unwrap_or_default();
+        let reclaimed = self.reclaimed.lock().map(|r| r.clone()).unwrap_or_default();
+        let workloads: Vec<serde_json::Value> = bundle
+            .iter()
+            .flat_map(|b| &b.workloads)
+            .map(|w| {
+                let replicas = running
+                    .get(&w.name)
+                    .map(Running::statuses)
+                    .unwrap_or_default();
+                let state = if reclaimed
+                    .get(&w.name)
+                    .is_some_and(|g| Some(*g) == bundle.as_ref().map(|b| b.generation))
+                {
+                    "reclaimed"
+                } else if blocked.contains_key(&w.name) {
+                    "blocked"
+                } else if replicas.iter().any(|r| r.state == "running") {
+                    "running"
+                } else {
+                    "starting"
+                };
+                serde_json::json!({
+                    "name": w.name,
+                    "state": state,
+                    "reason": blocked.get(&w.name),
+                    "replicas": replicas,
+                })
+            })
+            .collect();
+        let (bytes, artifacts) = self.cache.usage(&self.state);
+        let (buffered, dropped) = self.state.telemetry_counts().unwrap_or((0, 0));
+        serde_json::json!({
+            "target": bundle.as_ref().map(|b| &b.target),
+            "generation": bundle.as_ref().map(|b| b.generation),
+            "plan_id": bundle.as_ref().map(|b| &b.plan_id),
+            "source": self.source.lock().map(|s| s.clone()).unwrap_or_default(),
+            "workloads": workloads,
+            "cache": { "bytes": bytes, "budget": self.cache.budget, "artifacts": artifacts },
+            "gpus": self.gpus.lock().map(|g| g.clone()).unwrap_or_default(),
+            "telemetry": { "buffered": buffered, "dropped": dropped },
+            "uptime_s": self.started.elapsed().as_secs(),
+        })
+    }
+
+    /// Samples the GPUs, records samples and reclaims idle workloads, forever.
+    async fn sample_gpus(self: Arc<Self>) {
+        let (mut probe, unavailable): (Option<Box<dyn gpu::GpuProbe>>, Option<String>) =
+            match &self.config.gpu {
+                GpuChoice::Off => (None, Some("GPU sampling is off".into())),
+                GpuChoice::Nvml => match gpu::NvmlProbe::open() {
+                    Ok(p) => (Some(Box::new(p)), None),
+                    Err(e) => (None, Some(e)),
+                },
+                GpuChoice::Recorded(path) => match gpu::RecordedProbe::open(path) {
+                    Ok(p) => (Some(Box::new(p)), None),
+                    Err(e) => (None, Some(e)),
+                },
+            };
+        if let Ok(mut view) = self.gpus.lock() {
+            view.probe = probe
+                .as_ref()
+                .map_or_else(|| "none".into(), |p| p.describe());
+            view.unavailable = unavailable;
+        }
+        let Some(probe) = probe.as_mut() else { return };
+        let mut idle_since: BTreeMap<String, Instant> = BTreeMap::new();
+        let mut last_recorded: Option<Instant> = None;
+        let mut tick = 0u32;
+        loop {
+            let processes = tick.is_multiple_of(self.config.gpu_process_every.max(1));
+            tick = tick.wrapping_add(1);
+            match probe.sample(processes) {
+                Ok(mut devices) => {
+                    let owners = supervise::owners(&*self.running.lock().await);
+                    for d in &mut devices {
+                        for p in d.processes.iter_mut().flatten() {
+                            if p.workload.is_none() {
+                                let group = supervise::process_group(p.pid).unwrap_or(p.pid);
+                                p.workload = owners.get(&group).cloned();
+                            }
+                        }
+                    }
+                    // Keep the last process list when this sample did not enumerate them.
+                    if let Ok(mut view) = self.gpus.lock() {
+                        for d in &mut devices {
+                            if d.processes.is_none() {
+                                d.processes = view
+                                    .devices
+                                    .iter()
+                                    .find(|o| o.index == d.index)
+                                    .and_then(|o| o.processes.clone());
+                            }
+                        }
+                        view.devices = devices.clone();
+                        view.unavailable = None;
+                    }
+                    if last_recorded.is_none_or(|t| t.elapsed() >= self.config.gpu_record_interval)
+                    {
+                        last_recorded = Some(Instant::now());
+                        self.record(
+                            "gpu_sample",
+                            None,
+                            serde_json::json!({ "devices": devices }),
+                        );
+                    }
+                    self.reclaim_idle(&devices, &mut idle_since).await;
+                }
+                Err(e) => {
+                    if let Ok(mut view) = self.gpus.lock() {
+                        view.unavailable = Some(e);
+                    }
+                }
+            }
+            tokio::time::sleep(self.config.gpu_interval).await;
+        }
+    }
+
+    /// Stops workloads whose reclaim rule's idle time has passed: a workload is busy while
+    /// any GPU one of its processes uses shows utilisation above zero.
+    async fn reclaim_idle(
+        &self,
+        devices: &[gpu::GpuSample],
+        idle_since: &mut BTreeMap<String, Instant>,
+    ) {
+        let Some(bundle) = self.current() else { return };
+        let mut running = self.running.lock().await;
+        for w in &bundle.workloads {
+            let Some(rule) = &w.reclaim else { continue };
+            if w.gpus_per_replica == 0 || !running.contains_key(&w.name) {
+                idle_since.remove(&w.name);
+                continue;
+            }
+            let busy = devices.iter().any(|d| {
+                d.utilization > 0
+                    && d.processes
+                        .iter()
+                        .flatten()
+                        .any(|p| p.workload.as_deref() == Some(&w.name))
+            });
+            if busy {
+                idle_since.remove(&w.name);
+                continue;
+            }
+            let since = *idle_since
+                .entry(w.name.clone())
+                .or_insert_with(Instant::now);
+            let idle = since.elapsed();
+            if idle.as_nanos() >= u128::from(rule.idle_after_ns) {
+                idle_since.remove(&w.name);
+                if let Some(r) = running.remove(&w.name) {
+                    r.stop().await;
+                }
+                if let Ok(mut reclaimed) = self.reclaimed.lock() {
+                    reclaimed.insert(w.name.clone(), bundle.generation);
+                    if let Ok(bytes) = serde_json::to_vec(&*reclaimed) {
+                        let _ = self.state.set_meta("reclaimed", &bytes);
+                    }
+                }
+                self.record(
+                    "reclaim",
+                    Some(&w.name),
+                    serde_json::json!({
+                        "policy": rule.policy,
+                        "idle_ms": idle.as_millis() as u64,
+                        "gpus": w.gpus_per_replica * w.replicas,
+                    }),
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,1206 @@
+//! End-to-end tests of `berth agent`, `berth keys` and `berth apply` with local targets: the
+//! real binary, real processes, real HTTP on 127.0.0.1 (a small bundle store served from a
+//! thread of this test, stopped and restarted to cut the link), real files. No mocks.
+
+use berth_compiler::plan::VariantBinding;
+use berth_runtime::bundle::{Bundle, BundleWorkload, ReclaimContract, TelemetryContract, keys};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const BERTH: &str = env!("CARGO_BIN_EXE_berth");
+const TOKEN: &str = "test-token-7f3a";
+
+// ------------------------------------------------------------------ a real HTTP bundle store
+
+/// Serves the files of a directory over HTTP/1.1 with ETags, `If-None-Match`, `Range`, and
+/// an optional rate limit; logs every request. Stopping it closes the port (the link is cut).
+struct Store {
+    dir: PathBuf,
+    port: u16,
+    log: Arc<Mutex<Vec<String>>>,
+    bytes_per_second: Option<usize>,
+    running: Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>,
+}
+
+impl Store {
+    fn start(dir: &Path, bytes_per_second: Option<usize>) -> Store {
+        let mut store = Store {
+            dir: dir.to_path_buf(),
+            port: 0,
+            log: Arc::default(),
+            bytes_per_second,
+            running: None,
+        };
+        store.resume();
+        store
+    }
+
+    fn url(&self, file: &str) -> String {
+        format!("http://127.0.0.1:{}/{file}", self.port)
+    }
+
+    fn requests(&self, needle: &str) -> Vec<String> {
+        let log = self.log.lock().expect("log");
+        log.iter().filter(|l| l.contains(needle)).cloned().collect()
+    }
+
+    fn resume(&mut self) {
+        let listener = TcpListener::bind(("127.0.0.1", self.port)).expect("bind the store");
+        self.port = listener.local_addr().expect("addr").port();
+        listener.set_nonblocking(true).expect("nonblocking");
+        let stop = Arc::new(AtomicBool::new(false));
+        let (dir, log, rate, flag) = (
+            self.dir.clone(),
+            self.log.clone(),
+            self.bytes_per_second,
+            stop.clone(),
+        );
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        let (dir, log, flag) = (dir.clone(), log.clone(), flag.clone());
+                        std::thread::spawn(move || serve(stream, &dir, &log, rate, &flag));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        self.running = Some((stop, thread));
+    }
+
+    fn stop(&mut self) {
+        if let Some((stop, thread)) = self.running.take() {
+            stop.store(true, Ordering::SeqCst);
+            thread.join().expect("store thread");
+        }
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn serve(
+    mut stream: TcpStream,
+    dir: &Path,
+    log: &Mutex<Vec<String>>,
+    rate: Option<usize>,
+    stop: &AtomicBool,
+) {
+    let _ = stream.set_nonblocking(false);
+    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+    let mut request = String::new();
+    if reader.read_line(&mut request).is_err() {
+        return;
+    }
+    let mut headers = Vec::new();
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            break;
+        }
+        let lower = line.to_ascii_lowercase();
+        if let Some(v) = lower.strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap_or(0);
+        }
+        headers.push(lower.trim().to_string());
+    }
+    let mut body = vec![0; length];
+    let _ = reader.read_exact(&mut body);
+    let parts: Vec<&str> = request.split_whitespace().collect();
+    let (method, path) = (
+        parts.first().copied().unwrap_or(""),
+        parts.get(1).copied().unwrap_or("/"),
+    );
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find_map(|h| h.strip_prefix(name).map(|v| v.trim().to_string()))
+    };
+    log.lock()
+        .expect("log")
+        .push(format!("{method} {path} range={:?}", header("range:")));
+    let file = dir.join(path.trim_start_matches('/'));
+    if method == "PUT" {
+        std::fs::write(&file, &body).expect("put");
+        let _ = stream
+            .write_all(b"HTTP/1.1 201 Created\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        return;
+    }
+    let Ok(content) = std::fs::read(&file) else {
+        let _ = stream
+            .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        return;
+    };
+    let etag = format!("\"{}\"", keys::to_hex(&Sha256::digest(&content)));
+    if header("if-none-match:").as_deref() == Some(etag.as_str()) {
+        let _ = write!(
+            stream,
+            "HTTP/1.1 304 Not Modified\r\netag: {etag}\r\nconnection: close\r\n\r\n"
+        );
+        return;
+    }
+    let start = header("range:")
+        .and_then(|r| {
+            r.strip_prefix("bytes=")
+                .and_then(|r| r.trim_end_matches('-').parse::<usize>().ok())
+        })
+        .filter(|s| *s < content.len());
+    let (status, slice) = match start {
+        Some(s) => (
+            format!(
+                "206 Partial Content\r\ncontent-range: bytes {s}-{}/{}",
+                content.len() - 1,
+                content.len()
+            ),
+            &content[s..],
+        ),
+        None => ("200 OK".to_string(), &content[..]),
+    };
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status}\r\netag: {etag}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        slice.len()
+    );
+    match rate {
+        None => {
+            let _ = stream.write_all(slice);
+        }
+        Some(rate) => {
+            for chunk in slice.chunks(rate / 20) {
+                if stop.load(Ordering::SeqCst) || stream.write_all(chunk).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------ the agent process
+
+struct AgentProc {
+    child: Child,
+    url: String,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl AgentProc {
+    fn start(state: &Path, trust: &Path, source: &str, extra: &[&str]) -> AgentProc {
+        let token = state.with_extension("token");
+        std::fs::write(&token, format!("{TOKEN}\n")).expect("token");
+        let mut child = Command::new(BERTH)
+            .args(
+                [
+                    "agent",
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--interval",
+                    "0.5",
+                    "--no-gpu",
+                ]
+                .iter()
+                .filter(|a| !(extra.iter().any(|e| e.starts_with("--gpu")) && **a == "--no-gpu")),
+            )
+            .arg("--state")
+            .arg(state)
+            .arg("--trust")
+            .arg(trust)
+            .arg("--source")
+            .arg(source)
+            .arg("--token-file")
+            .arg(&token)
+            .args(extra)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start the agent");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut lines = BufReader::new(child.stderr.take().expect("stderr"));
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            while lines.read_line(&mut line).unwrap_or(0) > 0 {
+                sink.lock().expect("stderr").push_str(&line);
+                line.clear();
+            }
+        });
+        let url = wait_for(Duration::from_secs(20), || {
+            let text = stderr.lock().expect("stderr").clone();
+            text.lines()
+                .find_map(|l| l.strip_prefix("agent listening on ").map(str::to_string))
+        });
+        AgentProc { child, url, stderr }
+    }
+
+    fn get(&self, path: &str, token: Option<&str>) -> (u16, String) {
+        http(&self.url, "GET", path, token)
+    }
+
+    fn status(&self) -> Value {
+        let (code, body) = self.get("/v1/status", Some(TOKEN));
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str(&body).expect("status JSON")
+    }
+
+    fn sync(&self) {
+        assert_eq!(http(&self.url, "POST", "/v1/sync", Some(TOKEN)).0, 202);
+    }
+
+    fn kill9(&mut self) {
+        self.child.kill().expect("SIGKILL");
+        let _ = self.child.wait();
+    }
+
+    fn terminate(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for AgentProc {
+    fn drop(&mut self) {
+        self.terminate();
+    }
+}
+
+fn http(base: &str, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
+    let host = base.trim_start_matches("http://");
+    let mut stream = TcpStream::connect(host).expect("connect to the agent");
+    let auth = token
+        .map(|t| format!("authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(stream, "{method} {path} HTTP/1.1\r\nhost: {host}\r\n{auth}content-length: 0\r\nconnection: close\r\n\r\n").expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("response");
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    // Bodies may be chunked: keep the JSON or text between the chunk sizes.
+    let body = if response
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(&body)
+    } else {
+        body
+    };
+    (code, body)
+}
+
+fn dechunk(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, tail)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || tail.len() < n {
+            break;
+        }
+        out.push_str(&tail[..n]);
+        rest = tail[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "timed out after {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+// ------------------------------------------------------------------ bundles
+
+struct Keys {
+    secret: ed25519_dalek::SigningKey,
+    public: PathBuf,
+}
+
+fn keys_in(dir: &Path) -> Keys {
+    let secret = keys::generate().expect("randomness");
+    let (_, public) = keys::write_pair(&dir.join("cp"), &secret).expect("keys");
+    Keys { secret, public }
+}
+
+fn workload(name: &str, command: &str) -> BundleWorkload {
+    BundleWorkload {
+        name: name.into(),
+        release: "1".into(),
+        image: format!("exec:{command}"),
+        kind: "service".into(),
+        class: "production".into(),
+        replicas: 1,
+        gpus_per_replica: 0,
+        pool: None,
+        accelerator: None,
+        variant: None,
+        data: vec![],
+        telemetry: TelemetryContract::Buffer(72 * 3_600_000_000_000),
+        reclaim: None,
+    }
+}
+
+fn bundle(generation: u64, workloads: Vec<BundleWorkload>) -> Bundle {
+    Bundle {
+        format: berth_runtime::bundle::BUNDLE_FORMAT.into(),
+        target: "site".into(),
+        generation,
+        plan_id: format!("sha256:plan{generation}"),
+        workloads,
+    }
+}
+
+fn publish(dir: &Path, signed: &berth_runtime::bundle::SignedBundle) {
+    let tmp = dir.join(".site.tmp");
+    std::fs::write(&tmp, signed.to_bytes()).expect("write bundle");
+    std::fs::rename(&tmp, dir.join("site.bundle.json")).expect("publish");
+}
+
+/// A command that appends a line to `file` every 100 ms.
+fn ticking(file: &Path) -> String {
+    format!(
+        "while true; do echo tick >> '{}'; sleep 0.1; done",
+        file.display()
+    )
+}
+
+fn lines(file: &Path) -> usize {
+    std::fs::read_to_string(file).map_or(0, |t| t.lines().count())
+}
+
+fn workload_state(status: &Value, name: &str) -> Option<String> {
+    status["workloads"]
+        .as_array()?
+        .iter()
+        .find(|w| w["name"] == name)
+        .and_then(|w| w["state"].as_str().map(str::to_string))
+}
+
+fn pid_of(status: &Value, name: &str) -> Option<u64> {
+    status["workloads"]
+        .as_array()?
+        .iter()
+        .find(|w| w["name"] == name)?["replicas"][0]["pid"]
+        .as_u64()
+}
+
+fn alive(pid: u64) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+/// Every event, reading with a cursor until none is left; each read acknowledges the last.
+fn drain_telemetry(agent: &AgentProc, cursor: &mut u64) -> Vec<Value> {
+    let mut all = Vec::new();
+    loop {
+        let (code, body) = agent.get(
+            &format!("/v1/telemetry?after={cursor}&limit=7"),
+            Some(TOKEN),
+        );
+        assert_eq!(code, 200, "{body}");
+        let page: Value = serde_json::from_str(&body).expect("telemetry JSON");
+        let events = page["events"].as_array().cloned().unwrap_or_default();
+        if events.is_empty() {
+            return all;
+        }
+        *cursor = page["next"].as_u64().expect("next");
+        all.extend(events);
+    }
+}
+
+// ------------------------------------------------------------------ tests
+
+#[test]
+fn keys_generate_writes_a_private_secret_and_prints_neither_key() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let prefix = dir.path().join("control-plane");
+    let out = Command::new(BERTH)
+        .args(["keys", "generate"])
+        .arg(&prefix)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let secret = std::fs::read_to_string(prefix.with_extension("key")).expect("secret");
+    let mode = std::fs::metadata(prefix.with_extension("key"))
+        .expect("meta")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hex = secret.trim().rsplit(':').next().expect("hex");
+    assert!(!printed.contains(hex), "the secret was printed: {printed}");
+    // A second run refuses to overwrite the pair.
+    let again = Command::new(BERTH)
+        .args(["keys", "generate"])
+        .arg(&prefix)
+        .output()
+        .expect("run");
+    assert_eq!(again.status.code(), Some(2));
+}
+
+#[test]
+fn signed_bundles_run_bad_ones_are_rejected_and_the_link_can_drop() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    let served = root.join("store");
+    std::fs::create_dir_all(&served).expect("store dir");
+    let keys = keys_in(root);
+    let (a, b) = (root.join("a.ticks"), root.join("b.ticks"));
+    publish(
+        &served,
+        &bundle(1, vec![workload("a", &ticking(&a))]).sign(&keys.secret),
+    );
+    let mut store = Store::start(&served, None);
+    let agent = AgentProc::start(
+        &root.join("state"),
+        &keys.public,
+        &store.url("site.bundle.json"),
+        &[],
+    );
+
+    // Accepted and running.
+    let status = wait_for(Duration::from_secs(20), || {
+        let s = agent.status();
+        (workload_state(&s, "a").as_deref() == Some("running")).then_some(s)
+    });
+    assert_eq!(status["generation"], 1);
+    let pid_a = pid_of(&status, "a").expect("pid");
+    wait_for(Duration::from_secs(10), || (lines(&a) > 2).then_some(()));
+
+    // Every protected endpoint refuses callers without the token or with a wrong one.
+    for (method, path) in [
+        ("GET", "/v1/status"),
+        ("GET", "/v1/telemetry"),
+        ("POST", "/v1/sync"),
+        ("GET", "/metrics"),
+        ("POST", "/v1/telemetry/ack"),
+    ] {
+        assert_eq!(
+            http(&agent.url, method, path, None).0,
+            401,
+            "{path} without a token"
+        );
+        assert_eq!(
+            http(&agent.url, method, path, Some("wrong")).0,
+            401,
+            "{path} with a wrong token"
+        );
+    }
+    assert_eq!(agent.get("/healthz", None).0, 200);
+    let (code, metrics) = agent.get("/metrics", Some(TOKEN));
+    assert_eq!(code, 200);
+    assert!(
+        metrics.contains("berth_agent_bundle_generation 1"),
+        "{metrics}"
+    );
+
+    // Forged (signed by another key), unsigned, and older or replayed: each rejected, and the
+    // running bundle keeps running.
+    let intruder = keys::generate().expect("randomness");
+    let mut unsigned = bundle(3, vec![workload("evil", "sleep 100")]).sign(&keys.secret);
+    unsigned.signature = String::new();
+    let rejections = [
+        (
+            bundle(2, vec![workload("evil", "sleep 100")]).sign(&intruder),
+            "signature",
+        ),
+        (unsigned, "unsigned"),
+        (
+            bundle(1, vec![workload("evil", "sleep 100")]).sign(&keys.secret),
+            "generation 1 is not newer",
+        ),
+        (
+            bundle(0, vec![workload("evil", "sleep 100")]).sign(&keys.secret),
+            "generation 0 is not newer",
+        ),
+    ];
+    for (bad, why) in rejections {
+        publish(&served, &bad);
+        agent.sync();
+        let status = wait_for(Duration::from_secs(10), || {
+            let s = agent.status();
+            s["source"]["last_rejection"]
+                .as_str()
+                .is_some_and(|r| r.contains(why))
+                .then_some(s)
+        });
+        assert_eq!(status["generation"], 1, "{why}");
+        assert_eq!(
+            pid_of(&status, "a"),
+            Some(pid_a),
+            "{why}: the running workload was disturbed"
+        );
+        assert_eq!(workload_state(&status, "evil"), None);
+    }
+
+    // A newer signed bundle replaces it: `a` stopped, `b` started.
+    publish(
+        &served,
+        &bundle(2, vec![workload("b", &ticking(&b))]).sign(&keys.secret),
+    );
+    agent.sync();
+    wait_for(Duration::from_secs(20), || {
+        let s = agent.status();
+        (workload_state(&s, "b").as_deref() == Some("running")).then_some(())
+    });
+    wait_for(Duration::from_secs(10), || (!alive(pid_a)).then_some(()));
+
+    // The link drops: workloads keep running, telemetry accumulates.
+    let mut cursor = 0;
+    let before = drain_telemetry(&agent, &mut cursor);
+    store.stop();
+    publish(
+        &served,
+        &bundle(
+            3,
+            vec![workload("b", &ticking(&b)), workload("c", "sleep 1000")],
+        )
+        .sign(&keys.secret),
+    );
+    let offline = wait_for(Duration::from_secs(10), || {
+        let s = agent.status();
+        (s["source"]["reachable"] == false).then_some(s)
+    });
+    assert_eq!(offline["generation"], 2);
+    let ticks = lines(&b);
+    wait_for(Duration::from_secs(10), || {
+        (lines(&b) > ticks + 5).then_some(())
+    });
+    assert_eq!(
+        workload_state(&agent.status(), "b").as_deref(),
+        Some("running")
+    );
+
+    // It comes back: the new bundle is picked up.
+    store.resume();
+    agent.sync();
+    wait_for(Duration::from_secs(20), || {
+        let s = agent.status();
+        (s["generation"] == 3 && workload_state(&s, "c").as_deref() == Some("running"))
+            .then_some(())
+    });
+    // Conditional GETs: an unchanged bundle is answered 304 (the log shows If-None-Match use
+    // indirectly: the agent keeps pulling without re-accepting).
+    let after = drain_telemetry(&agent, &mut cursor);
+    let mut seqs: Vec<u64> = before
+        .iter()
+        .chain(&after)
+        .map(|e| e["seq"].as_u64().expect("seq"))
+        .collect();
+    let total = seqs.len();
+    seqs.dedup();
+    assert_eq!(seqs.len(), total, "an event was delivered twice");
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]));
+    let kinds = |events: &[Value], kind: &str| events.iter().filter(|e| e["kind"] == kind).count();
+    let all: Vec<Value> = before.iter().chain(&after).cloned().collect();
+    assert_eq!(kinds(&all, "bundle_accepted"), 3, "{all:#?}");
+    assert_eq!(kinds(&all, "bundle_rejected"), 4, "{all:#?}");
+    assert!(kinds(&all, "workload_started") >= 3);
+    // Acknowledged events are gone: nothing is delivered twice.
+    assert!(drain_telemetry(&agent, &mut cursor).is_empty());
+    let status = agent.status();
+    assert_eq!(status["telemetry"]["dropped"], 0);
+    drop(agent);
+}
+
+fn model_bytes(size: usize) -> Vec<u8> {
+    (0..size).map(|i| (i * 31 % 251) as u8).collect()
+}
+
+fn with_model(mut w: BundleWorkload, uri: String, digest: String) -> BundleWorkload {
+    w.variant = Some(VariantBinding {
+        model: "m".into(),
+        version: "1".into(),
+        variant: "fp16".into(),
+        artifact: uri,
+        digest: Some(digest),
+    });
+    w
+}
+
+#[test]
+fn kill_9_mid_download_resumes_and_a_verified_artifact_is_never_fetched_again() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    let served = root.join("store");
+    std::fs::create_dir_all(&served).expect("store dir");
+    let keys = keys_in(root);
+    let model = model_bytes(6 << 20);
+    std::fs::write(served.join("model.bin"), &model).expect("model");
+    let digest = format!("sha256:{}", keys::to_hex(&Sha256::digest(&model)));
+    // 2 MiB/s: the 6 MiB model takes about three seconds.
+    let store = Store::start(&served, Some(2 << 20));
+    let marker = root.join("served.ticks");
+    let w = with_model(
+        workload(
+            "server",
+            &format!("test -s \"$BERTH_MODEL\" && {}", ticking(&marker)),
+        ),
+        store.url("model.bin"),
+        digest.clone(),
+    );
+    publish(&served, &bundle(1, vec![w]).sign(&keys.secret));
+    let state = root.join("state");
+    let partial = state
+        .join("cache/partial")
+        .join(format!("{}.part", &digest[7..]));
+    let mut agent = AgentProc::start(&state, &keys.public, &store.url("site.bundle.json"), &[]);
+    wait_for(Duration::from_secs(20), || {
+        (std::fs::metadata(&partial).map_or(0, |m| m.len()) > 1 << 20).then_some(())
+    });
+    agent.kill9();
+    assert!(
+        !marker.exists(),
+        "the workload ran before its artifact verified"
+    );
+
+    // Restarted: it resumes with a range request and runs the workload.
+    let agent = AgentProc::start(&state, &keys.public, &store.url("site.bundle.json"), &[]);
+    let status = wait_for(Duration::from_secs(30), || {
+        let s = agent.status();
+        (workload_state(&s, "server").as_deref() == Some("running")).then_some(s)
+    });
+    assert!(
+        store
+            .requests("model.bin")
+            .iter()
+            .any(|r| r.contains("range=Some(\"bytes=")),
+        "no resumed download: {:?}",
+        store.requests("model.bin")
+    );
+    assert_eq!(
+        std::fs::read(state.join("cache/sha256").join(&digest[7..])).expect("cached"),
+        model
+    );
+    assert_eq!(status["cache"]["artifacts"], 1);
+    wait_for(Duration::from_secs(10), || {
+        (lines(&marker) > 0).then_some(())
+    });
+    let pid = pid_of(&status, "server").expect("pid");
+
+    // kill -9 mid-reconcile: the restarted agent stops the orphaned workload, runs it again,
+    // and fetches nothing.
+    let fetches = store.requests("model.bin").len();
+    let mut agent = agent;
+    agent.kill9();
+    assert!(alive(pid), "the workload outlives a killed agent");
+    let agent = AgentProc::start(&state, &keys.public, &store.url("site.bundle.json"), &[]);
+    let status = wait_for(Duration::from_secs(20), || {
+        let s = agent.status();
+        (workload_state(&s, "server").as_deref() == Some("running")).then_some(s)
+    });
+    assert_ne!(pid_of(&status, "server"), Some(pid));
+    wait_for(Duration::from_secs(10), || (!alive(pid)).then_some(()));
+    assert_eq!(
+        store.requests("model.bin").len(),
+        fetches,
+        "a verified artifact was fetched again"
+    );
+    assert_eq!(status["generation"], 1);
+}
+
+#[test]
+fn an_artifact_with_a_wrong_digest_never_runs_and_the_status_says_why() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    let keys = keys_in(root);
+    let model = root.join("model.bin");
+    std::fs::write(&model, b"not the model you signed").expect("model");
+    let marker = root.join("ran");
+    let wrong = format!("sha256:{}", "ab".repeat(32));
+    let w = with_model(
+        workload(
+            "tampered",
+            &format!("touch '{}'; sleep 100", marker.display()),
+        ),
+        format!("file://{}", model.display()),
+        wrong,
+    );
+    publish(root, &bundle(1, vec![w]).sign(&keys.secret));
+    let agent = AgentProc::start(
+        &root.join("state"),
+        &keys.public,
+        &root.join("site.bundle.json").display().to_string(),
+        &[],
+    );
+    let status = wait_for(Duration::from_secs(20), || {
+        let s = agent.status();
+        (workload_state(&s, "tampered").as_deref() == Some("blocked")).then_some(s)
+    });
+    let reason = status["workloads"][0]["reason"]
+        .as_str()
+        .expect("reason")
+        .to_string();
+    assert!(reason.contains("has digest `sha256:"), "{reason}");
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!marker.exists(), "a mismatching artifact ran");
+    let mut cursor = 0;
+    let events = drain_telemetry(&agent, &mut cursor);
+    assert!(
+        events.iter().any(|e| e["kind"] == "artifact_rejected"),
+        "{events:#?}"
+    );
+}
+
+#[test]
+fn a_container_image_without_a_container_engine_is_blocked_with_the_reason() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    let keys = keys_in(root);
+    let mut w = workload("boxed", "true");
+    w.image = "registry.example.com/boxed:1".into();
+    publish(root, &bundle(1, vec![w]).sign(&keys.secret));
+    let agent = AgentProc::start(
+        &root.join("state"),
+        &keys.public,
+        &root.join("site.bundle.json").display().to_string(),
+        &[],
+    );
+    let engines = ["podman", "docker"].map(|e| {
+        Command::new(e)
+            .arg("info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if engines.contains(&true) {
+        return; // A machine with a working engine runs the container instead.
+    }
+    let status = wait_for(Duration::from_secs(20), || {
+        let s = agent.status();
+        (workload_state(&s, "boxed").as_deref() == Some("blocked")).then_some(s)
+    });
+    let reason = status["workloads"][0]["reason"].as_str().expect("reason");
+    assert!(
+        reason
+            .starts_with("no container runtime for image `registry.example.com/boxed:1`: podman "),
+        "{reason}"
+    );
+}
+
+#[test]
+fn an_idle_notebook_is_reclaimed_at_its_threshold_and_not_before() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    let keys = keys_in(root);
+    // One GPU, the notebook's process on it, 0% utilisation throughout.
+    let samples = root.join("gpu.jsonl");
+    let line = r#"[{"index":0,"name":"NVIDIA L4","memory_total":24000000000,"memory_used":2000000000,"utilization":0,"processes":[{"pid":1,"used_memory":2000000000,"workload":"notebook"}]}]"#;
+    std::fs::write(&samples, format!("{line}\n")).expect("samples");
+    let mut nb = workload("notebook", "sleep 1000");
+    nb.kind = "notebook".into();
+    nb.gpus_per_replica = 1;
+    nb.reclaim = Some(ReclaimContract {
+        policy: "idle_notebooks".into(),
+        idle_after_ns: 3_000_000_000,
+    });
+    publish(root, &bundle(1, vec![nb]).sign(&keys.secret));
+    let samples_arg = samples.display().to_string();
+    let agent = AgentProc::start(
+        &root.join("state"),
+        &keys.public,
+        &root.join("site.bundle.json").display().to_string(),
+        &[
+            "--gpu-samples",
+            &samples_arg,
+            "--gpu-interval",
+            "0.2",
+            "--gpu-record-interval",
+            "1",
+        ],
+    );
+    wait_for(Duration::from_secs(20), || {
+        (workload_state(&agent.status(), "notebook").as_deref() == Some("running")).then_some(())
+    });
+    let running_since = Instant::now();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        workload_state(&agent.status(), "notebook").as_deref(),
+        Some("running"),
+        "reclaimed before its threshold"
+    );
+    let status = wait_for(Duration::from_secs(10), || {
+        let s = agent.status();
+        (workload_state(&s, "notebook").as_deref() == Some("reclaimed")).then_some(s)
+    });
+    assert!(
+        running_since.elapsed() >= Duration::from_millis(2500),
+        "reclaimed after {:?}",
+        running_since.elapsed()
+    );
+    assert_eq!(status["gpus"]["devices"][0]["name"], "NVIDIA L4");
+    let mut cursor = 0;
+    let events = drain_telemetry(&agent, &mut cursor);
+    let reclaim = events
+        .iter()
+        .find(|e| e["kind"] == "reclaim")
+        .expect("a reclaim event");
+    assert_eq!(reclaim["workload"], "notebook");
+    assert!(events.iter().any(|e| e["kind"] == "gpu_sample"));
+}
+
+#[test]
+fn without_nvml_the_agent_says_so_and_runs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    let keys = keys_in(root);
+    publish(root, &bundle(1, vec![]).sign(&keys.secret));
+    // `--gpu-interval` without `--gpu-samples` keeps the NVML probe.
+    let agent = AgentProc::start(
+        &root.join("state"),
+        &keys.public,
+        &root.join("site.bundle.json").display().to_string(),
+        &["--gpu-interval", "1"],
+    );
+    let status = agent.status();
+    let unavailable = status["gpus"]["unavailable"].as_str().map(str::to_string);
+    if Path::new("/dev/nvidiactl").exists() {
+        return; // A machine with a driver: NVML may open.
+    }
+    let reason = unavailable.expect("a reason");
+    assert!(reason.starts_with("no NVML: "), "{reason}");
+    assert!(
+        agent
+            .stderr
+            .lock()
+            .expect("stderr")
+            .contains("gpu: no NVML: ")
+    );
+}
+
+#[test]
+fn apply_runs_local_targets_here_and_publishes_edge_bundles() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    let spec = root.join("spec");
+    std::fs::create_dir_all(&spec).expect("spec dir");
+    let marker = root.join("local.ticks");
+    std::fs::write(
+        spec.join("spec.berth"),
+        format!(
+            r#"workload ticker {{
+  release  = "1"
+  image    = "exec:{}"
+  kind     = service
+  class    = development
+  identity = service_account("t")
+  replicas = 1
+  resources {{ cpu = 0.1  memory = 16MiB }}
+}}
+
+target here {{
+  class        = edge
+  runtime      = local
+  connectivity = connected
+  cpu    = 1
+  memory = 1GiB
+}}
+"#,
+            ticking(&marker).replace('\'', "")
+        ),
+    )
+    .expect("spec");
+    let out = Command::new(BERTH)
+        .args(["apply", "--run-for", "2", "--state"])
+        .arg(root.join("state"))
+        .arg(&spec)
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("target `here`: running 1 workload(s) here (generation 1"),
+        "{err}"
+    );
+    assert!(err.contains("ticker running"), "{err}");
+    assert!(lines(&marker) > 3, "the local workload did not run");
+    let ticks = lines(&marker);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(lines(&marker), ticks, "the workload outlived `berth apply`");
+
+    // Applied again unchanged: the same generation; changed: the next one.
+    let apply_local = || {
+        let out = Command::new(BERTH)
+            .args(["apply", "--run-for", "0.2", "--state"])
+            .arg(root.join("state"))
+            .arg(&spec)
+            .output()
+            .expect("run");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = apply_local();
+    assert!(err.contains("(generation 1,"), "{err}");
+    let text = std::fs::read_to_string(spec.join("spec.berth")).expect("spec");
+    std::fs::write(
+        spec.join("spec.berth"),
+        text.replace("replicas = 1", "replicas = 2"),
+    )
+    .expect("spec");
+    let err = apply_local();
+    assert!(err.contains("(generation 2,"), "{err}");
+
+    // Edge targets: signed bundles, generations counting up.
+    let keys_dir = root.join("keys");
+    std::fs::create_dir_all(&keys_dir).expect("keys dir");
+    let prefix = keys_dir.join("cp");
+    assert!(
+        Command::new(BERTH)
+            .args(["keys", "generate"])
+            .arg(&prefix)
+            .status()
+            .expect("keys")
+            .success()
+    );
+    let store = root.join("bundles");
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/edge-fleet");
+    let publish_to = |store: &str| {
+        let out = Command::new(BERTH)
+            .args(["apply", "--bundles", store, "--key"])
+            .arg(prefix.with_extension("key"))
+            .arg(&repo)
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        err
+    };
+    for generation in [1, 2] {
+        let err = publish_to(&store.display().to_string());
+        assert!(
+            err.contains(&format!(
+                "target `rig_alpha`: bundle generation {generation} published"
+            )),
+            "{err}"
+        );
+    }
+    // The same into an HTTP store, by PUT.
+    let http_dir = root.join("http-store");
+    std::fs::create_dir_all(&http_dir).expect("http store dir");
+    let http_store = Store::start(&http_dir, None);
+    let err = publish_to(&http_store.url(""));
+    assert!(
+        err.contains("target `rig_alpha`: bundle generation 1 published to http://"),
+        "{err}"
+    );
+    assert_eq!(http_store.requests("PUT /rig_alpha.bundle.json").len(), 1);
+    let trusted = keys::read_verifying(&prefix.with_extension("pub")).expect("pub");
+    let put = std::fs::read(http_dir.join("rig_alpha.bundle.json")).expect("bundle put");
+    berth_runtime::bundle::SignedBundle::verify(&put, &trusted).expect("the PUT bundle verifies");
+    let bytes = std::fs::read(store.join("rig_alpha.bundle.json")).expect("bundle");
+    let (_, bundle) =
+        berth_runtime::bundle::SignedBundle::verify(&bytes, &trusted).expect("verifies");
+    assert_eq!(bundle.generation, 2);
+    assert_eq!(bundle.workloads[0].name, "leak_watch");
+    assert!(
+        bundle.workloads[0]
+            .variant
+            .as_ref()
+            .is_some_and(|v| v.digest.is_some())
+    );
+}
+
+#[test]
+fn the_quickstart_checks_clean() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quickstart");
+    let out = Command::new(BERTH)
+        .arg("check")
+        .arg(&repo)
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn telemetry_beyond_the_budget_is_dropped_oldest_first_and_counted() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    let keys = keys_in(root);
+    // Exits at once: every restart records a start and an exit.
+    publish(
+        root,
+        &bundle(1, vec![workload("flaky", "exit 3")]).sign(&keys.secret),
+    );
+    let agent = AgentProc::start(
+        &root.join("state"),
+        &keys.public,
+        &root.join("site.bundle.json").display().to_string(),
+        &["--max-events", "4"],
+    );
+    let status = wait_for(Duration::from_secs(20), || {
+        let s = agent.status();
+        (s["telemetry"]["dropped"].as_u64() > Some(1)).then_some(s)
+    });
+    assert!(status["telemetry"]["buffered"].as_u64() <= Some(4));
+    let restarts = status["workloads"][0]["replicas"][0]["restarts"]
+        .as_u64()
+        .expect("restarts");
+    assert!(restarts >= 1, "{status:#}");
+    let mut cursor = 0;
+    let events = drain_telemetry(&agent, &mut cursor);
+    assert!(!events.is_empty() && events.len() <= 5, "{events:#?}");
+    // The oldest went first: the first event kept is not the bundle's acceptance.
+    assert_ne!(events[0]["kind"], "bundle_accepted");
+    let (_, metrics) = agent.get("/metrics", Some(TOKEN));
+    assert!(
+        metrics.contains("berth_agent_telemetry_dropped_total "),
+        "{metrics}"
+    );
+}
+
+/// Figures for docs/performance.md (not a pass/fail test; run with
+/// `cargo test -p berth-runtime --test agent -- --ignored --nocapture measure`):
+/// artifact fetch with digest verification over loopback, a 100-workload bundle verified,
+/// stored and reconciled, and the idle agent's resident memory.
+#[test]
+#[ignore]
+fn measure_agent_figures() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    let served = root.join("store");
+    std::fs::create_dir_all(&served).expect("store dir");
+    let keys = keys_in(root);
+    let size = 1usize << 30;
+    let model = model_bytes(size);
+    std::fs::write(served.join("model.bin"), &model).expect("model");
+    let digest = format!("sha256:{}", keys::to_hex(&Sha256::digest(&model)));
+    drop(model);
+    let store = Store::start(&served, None);
+    let event_at = |events: &[Value], kind: &str| {
+        events
+            .iter()
+            .filter(|e| e["kind"] == kind)
+            .map(|e| e["at_ms"].as_u64().expect("at"))
+            .collect::<Vec<_>>()
+    };
+
+    // 1. One 1 GiB artifact over HTTP on 127.0.0.1.
+    let w = with_model(
+        workload("big", "sleep 1000"),
+        store.url("model.bin"),
+        digest.clone(),
+    );
+    publish(&served, &bundle(1, vec![w]).sign(&keys.secret));
+    let agent = AgentProc::start(
+        &root.join("state1"),
+        &keys.public,
+        &store.url("site.bundle.json"),
+        &[],
+    );
+    wait_for(Duration::from_secs(120), || {
+        (workload_state(&agent.status(), "big").as_deref() == Some("running")).then_some(())
+    });
+    let mut cursor = 0;
+    let events = drain_telemetry(&agent, &mut cursor);
+    let ms = event_at(&events, "artifact_fetched")[0] - event_at(&events, "bundle_accepted")[0];
+    println!(
+        "fetch+verify 1 GiB over loopback: {ms} ms = {:.0} MB/s",
+        size as f64 / 1e6 / (ms as f64 / 1e3)
+    );
+    drop(agent);
+
+    // 2. 100 workloads sharing one cached artifact (file://), process runtime.
+    let small = root.join("small.bin");
+    std::fs::write(&small, b"weights").expect("small");
+    let small_digest = format!("sha256:{}", keys::to_hex(&Sha256::digest(b"weights")));
+    let workloads = (0..100)
+        .map(|i| {
+            with_model(
+                workload(&format!("w{i:03}"), "sleep 1000"),
+                format!("file://{}", small.display()),
+                small_digest.clone(),
+            )
+        })
+        .collect();
+    publish(&served, &bundle(2, workloads).sign(&keys.secret));
+    let agent = AgentProc::start(
+        &root.join("state2"),
+        &keys.public,
+        &store.url("site.bundle.json"),
+        &[],
+    );
+    wait_for(Duration::from_secs(60), || {
+        let s = agent.status();
+        (s["workloads"]
+            .as_array()
+            .is_some_and(|w| w.len() == 100 && w.iter().all(|w| w["state"] == "running")))
+        .then_some(())
+    });
+    let mut cursor = 0;
+    let events = drain_telemetry(&agent, &mut cursor);
+    let accepted = event_at(&events, "bundle_accepted")[0];
+    let last_start = *event_at(&events, "workload_started")
+        .iter()
+        .max()
+        .expect("starts");
+    println!(
+        "100-workload bundle accepted → last of 100 processes started: {} ms",
+        last_start - accepted
+    );
+
+    // 3. Idle resident memory (the 100-workload agent, settled).
+    std::thread::sleep(Duration::from_secs(2));
+    let rss =
+        std::fs::read_to_string(format!("/proc/{}/status", agent.child.id())).expect("status");
+    let rss = rss
+        .lines()
+        .find(|l| l.starts_with("VmRSS"))
+        .unwrap_or_default()
+        .to_string();
+    println!("agent resident memory with 100 workloads: {rss}");
+    drop(agent);
+    let empty = root.join("empty");
+    std::fs::create_dir_all(&empty).expect("dir");
+    publish(&empty, &bundle(1, vec![]).sign(&keys.secret));
+    let agent = AgentProc::start(
+        &root.join("state3"),
+        &keys.public,
+        &empty.join("site.bundle.json").display().to_string(),
+        &[],
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let rss =
+        std::fs::read_to_string(format!("/proc/{}/status", agent.child.id())).expect("status");
+    println!(
+        "idle agent resident memory: {}",
+        rss.lines()
+            .find(|l| l.starts_with("VmRSS"))
+            .unwrap_or_default()
+    );
+}
