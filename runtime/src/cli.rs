@@ -63,6 +63,8 @@ pub enum Command {
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<PathBuf>,
     },
+    /// Run the language server on stdin and stdout (for editors; see docs/editors.md).
+    Lsp,
 }
 
 /// A compiled form `berth check --emit` prints.
@@ -74,13 +76,12 @@ pub enum Emit {
 
 /// Runs the command line of this process and returns its exit code.
 pub fn main() -> i32 {
-    let stdout = io::stdout();
-    let stderr = io::stderr();
+    // Not locked for the whole run: `berth lsp` writes stdout from its own writer thread.
     let exit = run(
         std::env::args_os(),
         Environment::detect(),
-        &mut stdout.lock(),
-        &mut stderr.lock(),
+        &mut io::stdout(),
+        &mut io::stderr(),
     );
     exit.code()
 }
@@ -139,6 +140,7 @@ fn dispatch(command: Command, ui: &mut Ui<'_>) -> io::Result<Exit> {
             };
             format_files(&paths, mode, ui)
         }
+        Command::Lsp => Ok(crate::lsp::main()),
     }
 }
 
