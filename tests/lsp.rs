@@ -425,3 +425,72 @@ fn formatting_symbols_and_quick_fixes() {
     );
     client.shutdown();
 }
+
+/// Issue 7's benchmark: a 5,000-line spec in 10 files; medians over 50 one-line edits of the
+/// time to diagnostics of every file, and of completion and hover. Run with
+/// `cargo test -p berth-runtime --test lsp -- --ignored --nocapture lsp_latency`.
+#[test]
+#[ignore = "benchmark: run by hand, figures in docs/performance.md"]
+fn lsp_latency() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut paths = Vec::new();
+    std::fs::write(dir.path().join("a_targets.berth"), TARGETS).expect("write");
+    paths.push(dir.path().join("a_targets.berth"));
+    let body = WORKLOADS.split("placement").next().unwrap_or(WORKLOADS);
+    let body = body.strip_prefix("use std.gpu.H100\n").unwrap_or(body);
+    let mut lines = TARGETS.lines().count();
+    for f in 0..9 {
+        let mut text = String::from("use std.gpu.H100\n");
+        let mut i = 0;
+        while text.lines().count() < 540 {
+            text.push_str(&body.replace("workload scoring", &format!("workload w{f}_{i}")));
+            i += 1;
+        }
+        lines += text.lines().count();
+        let path = dir.path().join(format!("w{f}.berth"));
+        std::fs::write(&path, &text).expect("write");
+        paths.push(path);
+    }
+    eprintln!("{lines} lines in {} files", paths.len());
+    let edited = paths[5].clone();
+    let last = paths.last().cloned().expect("paths");
+    let text = std::fs::read_to_string(&edited).expect("read");
+    let mut client = Client::start(&[]);
+    open(&mut client, &edited, &text);
+    client.diagnostics(&uri(&last));
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let (mut diags, mut completion, mut hover) = (Vec::new(), Vec::new(), Vec::new());
+    for v in 0..50 {
+        // Edit the `replicas` value of one workload (one line), alternating 1 and 2.
+        let edit = json!([{"range": {"start": {"line": 10, "character": 13}, "end": {"line": 10, "character": 14}}, "text": format!("{}", 1 + v % 2)}]);
+        let t = Instant::now();
+        change(&mut client, &edited, v + 2, edit);
+        let d = client.diagnostics(&uri(&last));
+        diags.push(t.elapsed());
+        assert!(d.is_empty(), "{d:?}");
+        let d = client.diagnostics(&uri(&edited));
+        assert!(d.is_empty(), "{d:?}");
+        let t = Instant::now();
+        let r = client.request("textDocument/completion", position(&edited, 6, 13));
+        completion.push(t.elapsed());
+        assert!(r["result"].as_array().is_some_and(|a| !a.is_empty()), "{r}");
+        let t = Instant::now();
+        let r = client.request("textDocument/hover", position(&edited, 10, 4));
+        hover.push(t.elapsed());
+        assert!(r["result"].is_object(), "{r}");
+    }
+    let t = Instant::now();
+    let r = client.request("textDocument/hover", position(&edited, 3, 11));
+    let placement = t.elapsed();
+    assert!(r["result"].is_object(), "{r}");
+    eprintln!(
+        "median of 50: diagnostics {:?}, completion {:?}, hover {:?}; one workload hover with placement {placement:?}",
+        median(diags),
+        median(completion),
+        median(hover)
+    );
+    client.shutdown();
+}
