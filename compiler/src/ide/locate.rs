@@ -257,16 +257,16 @@ impl<'a> Finder<'a> {
                 RuleKind::Entitle { subject, .. } | RuleKind::Quota { subject, .. } => {
                     self.expr(subject, None);
                 }
-                RuleKind::Limit { value, .. } | RuleKind::Reclaim { value, .. } => {
+                RuleKind::Limit { value, .. } => self.expr(value, None),
+                RuleKind::Reclaim {
+                    value, condition, ..
+                } => {
                     self.expr(value, None);
+                    self.expr(condition, Some(Ty::Bool));
                 }
                 RuleKind::Approval { condition, .. } => self.expr(condition, Some(Ty::Bool)),
                 RuleKind::Window { days, .. } => self.expr(days, None),
                 RuleKind::Error => {}
-            }
-            if let RuleKind::Reclaim { condition, .. } = &rule.kind {
-                // The selector value above and the condition are both walked.
-                self.expr(condition, Some(Ty::Bool));
             }
             if let Some((schema, body)) = rule_schema(&rule.kind) {
                 self.body(body, Some(schema));

@@ -207,3 +207,48 @@ fn queries_never_panic_on_any_prefix_of_a_file() {
         let _ = a.symbols(W);
     }
 }
+
+const PEAK: [(&str, &str); 3] = [
+    (
+        "peak-hours/policy.berth",
+        include_str!("../../../examples/peak-hours/policy.berth"),
+    ),
+    (
+        "peak-hours/targets.berth",
+        include_str!("../../../examples/peak-hours/targets.berth"),
+    ),
+    (
+        "peak-hours/workloads.berth",
+        include_str!("../../../examples/peak-hours/workloads.berth"),
+    ),
+];
+
+#[test]
+fn policy_bodies_and_qualified_names_are_understood() {
+    let mut map = SourceMap::new();
+    for (name, text) in PEAK {
+        map.add(name, text);
+    }
+    let extra = "const big = std.gpu.H200\n";
+    let extra_id = map.add("peak-hours/extra.berth", extra);
+    let a = Analysis::new(map);
+    assert!(a.diagnostics().is_empty(), "{:#?}", a.diagnostics());
+    let policy = PEAK[0].1;
+    // A bound inside an `entitle` rule: the field of the rule's schema.
+    let h = a
+        .hover(FileId(0), at(policy, "gpu <= 4", 0, 1), None)
+        .expect("hover");
+    assert!(h.markdown.starts_with("**gpu**"), "{}", h.markdown);
+    // Inside a record-valued list of the rule.
+    let refs = a.references(FileId(0), at(policy, "[H100]", 0, 2));
+    assert!(refs.len() >= 4, "{refs:?}");
+    // `std.gpu.H200` written out: its definition is in the standard library.
+    let def = a
+        .definition(extra_id, at(extra, "H200", 0, 1))
+        .expect("definition");
+    assert_eq!(stdlib::file(def.file).map(|f| f.module), Some("std.gpu"));
+    let h = a
+        .hover(extra_id, at(extra, "H200", 0, 1), None)
+        .expect("hover");
+    assert!(h.markdown.contains("memory: 141GB"), "{}", h.markdown);
+}
