@@ -5,6 +5,7 @@
 
 pub mod diagnostics;
 pub mod driver;
+pub mod ide;
 pub mod ir;
 pub mod placement;
 pub mod plan;

@@ -76,6 +76,8 @@ pub enum Command {
     Agent(crate::agent::cli::AgentArgs),
     /// Plan a spec and apply it: edge bundles published, local targets run here.
     Apply(crate::apply::ApplyArgs),
+    /// Run the language server on stdin and stdout (for editors; see docs/editors.md).
+    Lsp,
 }
 
 /// A compiled form `berth check --emit` prints.
@@ -87,13 +89,12 @@ pub enum Emit {
 
 /// Runs the command line of this process and returns its exit code.
 pub fn main() -> i32 {
-    let stdout = io::stdout();
-    let stderr = io::stderr();
+    // Not locked for the whole run: `berth lsp` writes stdout from its own writer thread.
     let exit = run(
         std::env::args_os(),
         Environment::detect(),
-        &mut stdout.lock(),
-        &mut stderr.lock(),
+        &mut io::stdout(),
+        &mut io::stderr(),
     );
     exit.code()
 }
@@ -158,6 +159,7 @@ fn dispatch(command: Command, ui: &mut Ui<'_>) -> io::Result<Exit> {
         Command::Keys(command) => crate::agent::cli::keys(command, ui),
         Command::Agent(args) => crate::agent::cli::agent(args, ui),
         Command::Apply(args) => crate::apply::run(args, ui),
+        Command::Lsp => Ok(crate::lsp::main()),
     }
 }
 

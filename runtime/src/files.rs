@@ -216,7 +216,7 @@ fn is_hidden(name: &std::ffi::OsStr) -> bool {
     name.to_str().is_some_and(|n| n.starts_with('.'))
 }
 
-fn has_source_extension(path: &Path) -> bool {
+pub fn has_source_extension(path: &Path) -> bool {
     path.extension().is_some_and(|ext| ext == SOURCE_EXTENSION)
 }
 

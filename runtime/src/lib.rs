@@ -8,6 +8,7 @@
 //! - [`files`]: finding and reading `.berth` sources (the compiler never does I/O).
 //! - [`fmt`]: `berth fmt`, with atomic in-place rewrites.
 //! - [`planning`]: `berth plan`, `berth explain` and `berth verify`.
+//! - [`lsp`]: `berth lsp`, the language server over stdio.
 //! - [`report`]: human and JSON output, colour decisions.
 
 pub mod agent;
@@ -17,4 +18,5 @@ pub mod cli;
 pub mod files;
 pub mod fmt;
 pub mod planning;
+pub mod lsp;
 pub mod report;

@@ -1,0 +1,448 @@
+//! Request and notification handlers: decode the parameters, find the document's spec,
+//! convert positions, ask the compiler's `ide` queries, encode the answer.
+
+use super::STD_SOURCE_METHOD;
+use super::convert::{self, std_file, std_uri};
+use super::state::Server;
+use berth_compiler::ide::{self, Analysis, CompletionKind, SymbolKind, TokenClass};
+use berth_compiler::sema::stdlib;
+use berth_compiler::source::{FileId, SourceFile, Span};
+use berth_compiler::syntax::format::format_file;
+use lsp_server::{ErrorCode, Notification, Request, Response};
+use lsp_types as lsp;
+use lsp_types::notification::{
+    DidChangeTextDocument, DidChangeWatchedFiles, DidCloseTextDocument, DidOpenTextDocument,
+    DidSaveTextDocument, Notification as _,
+};
+use lsp_types::request::{
+    CodeActionRequest, Completion, DocumentSymbolRequest, Formatting, GotoDefinition, HoverRequest,
+    References, Request as _, SemanticTokensFullRequest,
+};
+use serde::de::DeserializeOwned;
+use std::path::PathBuf;
+
+/// A method only served when `BERTH_LSP_TEST_PANIC` is set: it panics, so tests can check
+/// that a panic is answered with an error and the server keeps serving.
+const TEST_PANIC_METHOD: &str = "berth/testPanic";
+
+pub fn notification(server: &mut Server, n: Notification) {
+    match n.method.as_str() {
+        DidOpenTextDocument::METHOD => {
+            if let Some(p) = params::<lsp::DidOpenTextDocumentParams>(&n) {
+                let Some(path) = convert::uri_to_path(&p.text_document.uri) else {
+                    return;
+                };
+                server.open.insert(path.clone(), p.text_document.text);
+                server.changed(&path);
+            }
+        }
+        DidChangeTextDocument::METHOD => {
+            if let Some(p) = params::<lsp::DidChangeTextDocumentParams>(&n) {
+                let Some(path) = convert::uri_to_path(&p.text_document.uri) else {
+                    return;
+                };
+                let text = server.open.entry(path.clone()).or_default();
+                for change in p.content_changes {
+                    apply_change(text, change);
+                }
+                server.changed(&path);
+            }
+        }
+        DidCloseTextDocument::METHOD => {
+            if let Some(p) = params::<lsp::DidCloseTextDocumentParams>(&n)
+                && let Some(path) = convert::uri_to_path(&p.text_document.uri)
+            {
+                server.open.remove(&path);
+                server.changed(&path);
+            }
+        }
+        DidSaveTextDocument::METHOD => {
+            if let Some(p) = params::<lsp::DidSaveTextDocumentParams>(&n)
+                && let Some(path) = convert::uri_to_path(&p.text_document.uri)
+            {
+                server.changed(&path);
+            }
+        }
+        DidChangeWatchedFiles::METHOD => {
+            if let Some(p) = params::<lsp::DidChangeWatchedFilesParams>(&n) {
+                for change in p.changes {
+                    if let Some(path) = convert::uri_to_path(&change.uri) {
+                        server.changed(&path);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn params<P: DeserializeOwned>(n: &Notification) -> Option<P> {
+    match serde_json::from_value(n.params.clone()) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            eprintln!("berth lsp: bad `{}` parameters: {e}", n.method);
+            None
+        }
+    }
+}
+
+/// Applies one change (a range edit, or the whole text) to a document's text.
+fn apply_change(text: &mut String, change: lsp::TextDocumentContentChangeEvent) {
+    let Some(range) = change.range else {
+        *text = change.text;
+        return;
+    };
+    let file = SourceFile::new(FileId(0), "", std::mem::take(text));
+    let start = convert::offset(&file, range.start) as usize;
+    let end = (convert::offset(&file, range.end) as usize).max(start);
+    let mut new = file.text;
+    new.replace_range(start..end, &change.text);
+    *text = new;
+}
+
+pub fn request(server: &mut Server, req: Request) -> Response {
+    let id = req.id.clone();
+    let result = match req.method.as_str() {
+        HoverRequest::METHOD => handle(req, |p: lsp::HoverParams| {
+            hover(server, p.text_document_position_params)
+        }),
+        GotoDefinition::METHOD => handle(req, |p: lsp::GotoDefinitionParams| {
+            definition(server, p.text_document_position_params)
+        }),
+        References::METHOD => handle(req, |p: lsp::ReferenceParams| {
+            references(server, p.text_document_position)
+        }),
+        Completion::METHOD => handle(req, |p: lsp::CompletionParams| {
+            completion(server, p.text_document_position)
+        }),
+        DocumentSymbolRequest::METHOD => handle(req, |p: lsp::DocumentSymbolParams| {
+            symbols(server, p.text_document.uri)
+        }),
+        Formatting::METHOD => handle(req, |p: lsp::DocumentFormattingParams| {
+            formatting(server, p.text_document.uri)
+        }),
+        SemanticTokensFullRequest::METHOD => handle(req, |p: lsp::SemanticTokensParams| {
+            semantic_tokens(server, p.text_document.uri)
+        }),
+        CodeActionRequest::METHOD => {
+            handle(req, |p: lsp::CodeActionParams| code_actions(server, p))
+        }
+        STD_SOURCE_METHOD => handle(req, |p: lsp::TextDocumentIdentifier| {
+            std_file(&p.uri).map(|f| f.text)
+        }),
+        TEST_PANIC_METHOD if std::env::var_os("BERTH_LSP_TEST_PANIC").is_some() => {
+            panic!("the test panic")
+        }
+        other => Err((
+            ErrorCode::MethodNotFound,
+            format!("`{other}` is not supported"),
+        )),
+    };
+    match result {
+        Ok(value) => Response::new_ok(id, value),
+        Err((code, message)) => Response::new_err(id, code as i32, message),
+    }
+}
+
+type Answer = Result<serde_json::Value, (ErrorCode, String)>;
+
+/// Decodes a request's parameters, runs `f`, encodes its result.
+fn handle<P: DeserializeOwned, R: serde::Serialize>(
+    req: Request,
+    f: impl FnOnce(P) -> R,
+) -> Answer {
+    let p: P = serde_json::from_value(req.params)
+        .map_err(|e| (ErrorCode::InvalidParams, format!("bad parameters: {e}")))?;
+    serde_json::to_value(f(p)).map_err(|e| (ErrorCode::InternalError, e.to_string()))
+}
+
+/// A document resolved to its analysis, file and text.
+struct Doc<'a> {
+    analysis: &'a Analysis,
+    file: &'a SourceFile,
+    /// Its spec's paths, to turn file ids back into URIs.
+    paths: &'a [PathBuf],
+}
+
+/// Runs `f` on the document behind `uri`: a file of a spec, or a standard-library document.
+fn with_doc<R>(
+    server: &mut Server,
+    uri: &lsp::Uri,
+    f: impl FnOnce(Doc<'_>) -> Option<R>,
+) -> Option<R> {
+    if let Some(std) = std_file(uri) {
+        let analysis = server.std_analysis();
+        return f(Doc {
+            analysis,
+            file: &std,
+            paths: &[],
+        });
+    }
+    let path = convert::uri_to_path(uri)?;
+    let spec = server.spec_of(&path)?;
+    let id = spec.file_id(&path)?;
+    f(Doc {
+        analysis: &spec.analysis,
+        file: spec.file(id)?,
+        paths: &spec.paths,
+    })
+}
+
+impl Doc<'_> {
+    fn offset(&self, pos: lsp::Position) -> u32 {
+        convert::offset(self.file, pos)
+    }
+
+    /// A span of this spec or of the standard library as a protocol location.
+    fn location(&self, span: Span) -> Option<lsp::Location> {
+        if stdlib::is_std(span.file) {
+            let uri = std_uri(span.file)?;
+            let std = stdlib::file(span.file)?;
+            let file = SourceFile::new(span.file, std.name, std.text);
+            return Some(lsp::Location::new(uri, convert::range(&file, span)));
+        }
+        let file = self.analysis.sources.get(span.file)?;
+        let path = self.paths.get(span.file.0 as usize)?;
+        Some(lsp::Location::new(
+            convert::path_to_uri(path),
+            convert::range(file, span),
+        ))
+    }
+}
+
+fn hover(server: &mut Server, at: lsp::TextDocumentPositionParams) -> Option<lsp::Hover> {
+    with_doc(server, &at.text_document.uri, |doc| {
+        let offset = doc.offset(at.position);
+        // The runtime owns the clock: the placement shown is the plan as of now.
+        let now = jiff::Timestamp::now();
+        let h = doc.analysis.hover(doc.file.id, offset, Some(now))?;
+        Some(lsp::Hover {
+            contents: lsp::HoverContents::Markup(lsp::MarkupContent {
+                kind: lsp::MarkupKind::Markdown,
+                value: h.markdown,
+            }),
+            range: Some(convert::range(doc.file, h.span)),
+        })
+    })
+}
+
+fn definition(
+    server: &mut Server,
+    at: lsp::TextDocumentPositionParams,
+) -> Option<lsp::GotoDefinitionResponse> {
+    with_doc(server, &at.text_document.uri, |doc| {
+        let span = doc
+            .analysis
+            .definition(doc.file.id, doc.offset(at.position))?;
+        doc.location(span).map(lsp::GotoDefinitionResponse::Scalar)
+    })
+}
+
+fn references(
+    server: &mut Server,
+    at: lsp::TextDocumentPositionParams,
+) -> Option<Vec<lsp::Location>> {
+    with_doc(server, &at.text_document.uri, |doc| {
+        let spans = doc
+            .analysis
+            .references(doc.file.id, doc.offset(at.position));
+        Some(spans.into_iter().filter_map(|s| doc.location(s)).collect())
+    })
+}
+
+fn completion(
+    server: &mut Server,
+    at: lsp::TextDocumentPositionParams,
+) -> Option<lsp::CompletionResponse> {
+    with_doc(server, &at.text_document.uri, |doc| {
+        let offset = doc.offset(at.position);
+        let line_start = doc.offset(lsp::Position::new(at.position.line, 0)) as usize;
+        let prefix = doc.file.text.get(line_start..offset as usize).unwrap_or("");
+        let items = doc
+            .analysis
+            .completions(doc.file.id, offset, prefix)
+            .into_iter()
+            .map(|c| lsp::CompletionItem {
+                label: c.label,
+                kind: Some(match c.kind {
+                    CompletionKind::Field => lsp::CompletionItemKind::FIELD,
+                    CompletionKind::EnumMember => lsp::CompletionItemKind::ENUM_MEMBER,
+                    CompletionKind::Name => lsp::CompletionItemKind::REFERENCE,
+                    CompletionKind::Constructor => lsp::CompletionItemKind::CONSTRUCTOR,
+                    CompletionKind::Keyword => lsp::CompletionItemKind::KEYWORD,
+                }),
+                detail: (!c.detail.is_empty()).then_some(c.detail),
+                documentation: (!c.doc.is_empty()).then_some(lsp::Documentation::MarkupContent(
+                    lsp::MarkupContent {
+                        kind: lsp::MarkupKind::Markdown,
+                        value: c.doc,
+                    },
+                )),
+                ..Default::default()
+            })
+            .collect();
+        Some(lsp::CompletionResponse::Array(items))
+    })
+}
+
+fn symbols(server: &mut Server, uri: lsp::Uri) -> Option<lsp::DocumentSymbolResponse> {
+    with_doc(server, &uri, |doc| {
+        let out = doc
+            .analysis
+            .symbols(doc.file.id)
+            .into_iter()
+            .map(|s| symbol(doc.file, s))
+            .collect();
+        Some(lsp::DocumentSymbolResponse::Nested(out))
+    })
+}
+
+#[allow(deprecated)] // `deprecated` is a required field of the protocol type.
+fn symbol(file: &SourceFile, s: ide::Symbol) -> lsp::DocumentSymbol {
+    lsp::DocumentSymbol {
+        name: s.name,
+        detail: None,
+        kind: match s.kind {
+            SymbolKind::Const => lsp::SymbolKind::CONSTANT,
+            SymbolKind::Model => lsp::SymbolKind::CLASS,
+            SymbolKind::Workload => lsp::SymbolKind::FUNCTION,
+            SymbolKind::Target => lsp::SymbolKind::MODULE,
+            SymbolKind::Placement => lsp::SymbolKind::EVENT,
+            SymbolKind::Policy => lsp::SymbolKind::INTERFACE,
+            SymbolKind::Field => lsp::SymbolKind::FIELD,
+            SymbolKind::Block => lsp::SymbolKind::STRUCT,
+        },
+        tags: None,
+        deprecated: None,
+        range: convert::range(file, s.span),
+        selection_range: convert::range(file, s.name_span),
+        children: (!s.children.is_empty())
+            .then(|| s.children.into_iter().map(|c| symbol(file, c)).collect()),
+    }
+}
+
+/// The whole document rewritten by the `berth fmt` formatter; nothing for a document with
+/// syntax errors (it cannot be rewritten faithfully) or already formatted.
+fn formatting(server: &mut Server, uri: lsp::Uri) -> Option<Vec<lsp::TextEdit>> {
+    with_doc(server, &uri, |doc| {
+        let formatted = format_file(&doc.file.text).ok()?;
+        if formatted == doc.file.text {
+            return Some(Vec::new());
+        }
+        let end = convert::position(doc.file, doc.file.text.len() as u32);
+        Some(vec![lsp::TextEdit::new(
+            lsp::Range::new(lsp::Position::new(0, 0), end),
+            formatted,
+        )])
+    })
+}
+
+pub fn semantic_legend() -> lsp::SemanticTokensLegend {
+    let types = TokenClass::ALL.iter().map(|c| match c {
+        TokenClass::Keyword => lsp::SemanticTokenType::KEYWORD,
+        TokenClass::Definition => lsp::SemanticTokenType::TYPE,
+        TokenClass::Property => lsp::SemanticTokenType::PROPERTY,
+        TokenClass::Number => lsp::SemanticTokenType::NUMBER,
+        TokenClass::String => lsp::SemanticTokenType::STRING,
+        TokenClass::Comment => lsp::SemanticTokenType::COMMENT,
+        TokenClass::Operator => lsp::SemanticTokenType::OPERATOR,
+    });
+    lsp::SemanticTokensLegend {
+        token_types: types.collect(),
+        token_modifiers: Vec::new(),
+    }
+}
+
+fn semantic_tokens(server: &mut Server, uri: lsp::Uri) -> Option<lsp::SemanticTokensResult> {
+    with_doc(server, &uri, |doc| {
+        let parsed = doc
+            .analysis
+            .compilation
+            .parsed
+            .iter()
+            .find(|p| p.ast.file == doc.file.id);
+        let classes = ide::semantic_tokens(doc.file.id, &doc.file.text, parsed.map(|p| &p.ast));
+        let mut data = Vec::new();
+        let (mut last_line, mut last_start) = (0, 0);
+        for (span, class) in classes {
+            let token_type = TokenClass::ALL
+                .iter()
+                .position(|c| *c == class)
+                .unwrap_or(0) as u32;
+            // The protocol's tokens lie on one line: a multi-line token is cut at each line.
+            for (line, start, length) in line_pieces(doc.file, span) {
+                let delta_line = line - last_line;
+                let delta_start = if delta_line == 0 {
+                    start - last_start
+                } else {
+                    start
+                };
+                data.push(lsp::SemanticToken {
+                    delta_line,
+                    delta_start,
+                    length,
+                    token_type,
+                    token_modifiers_bitset: 0,
+                });
+                (last_line, last_start) = (line, start);
+            }
+        }
+        Some(lsp::SemanticTokensResult::Tokens(lsp::SemanticTokens {
+            result_id: None,
+            data,
+        }))
+    })
+}
+
+/// `(line, UTF-16 start, UTF-16 length)` of each line's piece of `span`.
+fn line_pieces(file: &SourceFile, span: Span) -> Vec<(u32, u32, u32)> {
+    let mut out = Vec::new();
+    let mut start = span.start as usize;
+    let end = span.end as usize;
+    while start < end {
+        let line_end = file.text[start..end].find('\n').map_or(end, |i| start + i);
+        let a = convert::position(file, start as u32);
+        let b = convert::position(file, line_end as u32);
+        if b.character > a.character {
+            out.push((a.line, a.character, b.character - a.character));
+        }
+        start = line_end + 1;
+    }
+    out
+}
+
+fn code_actions(server: &mut Server, p: lsp::CodeActionParams) -> Option<lsp::CodeActionResponse> {
+    let uri = p.text_document.uri.clone();
+    with_doc(server, &p.text_document.uri, |doc| {
+        let wanted = doc.offset(p.range.start)..=doc.offset(p.range.end);
+        let actions = doc
+            .analysis
+            .diagnostics()
+            .iter()
+            .filter(|d| d.primary.span.file == doc.file.id)
+            .filter(|d| {
+                let s = d.primary.span;
+                s.start <= *wanted.end() && *wanted.start() <= s.end
+            })
+            .filter_map(|d| {
+                let fix = ide::quick_fix(d)?;
+                let edit = lsp::TextEdit::new(convert::range(doc.file, fix.span), fix.replacement);
+                // The protocol type keys a map by URI; lsp-types' `Uri` is only flagged for
+                // its lazily computed parts, which never change its ordering.
+                #[allow(clippy::mutable_key_type)]
+                let changes = [(uri.clone(), vec![edit])].into_iter().collect();
+                Some(lsp::CodeActionOrCommand::CodeAction(lsp::CodeAction {
+                    title: fix.title,
+                    kind: Some(lsp::CodeActionKind::QUICKFIX),
+                    is_preferred: Some(true),
+                    edit: Some(lsp::WorkspaceEdit {
+                        changes: Some(changes),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }))
+            })
+            .collect();
+        Some(actions)
+    })
+}

@@ -1,0 +1,496 @@
+//! End-to-end tests of `berth lsp`: a scripted client speaks JSON-RPC to the real binary
+//! over its stdin and stdout, as an editor does.
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+struct Client {
+    child: Child,
+    stdin: ChildStdin,
+    incoming: Receiver<Value>,
+    next_id: i64,
+    /// Notifications received while waiting for something else, oldest first.
+    pending: Vec<Value>,
+}
+
+impl Client {
+    fn start(env: &[(&str, &str)]) -> Client {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
+            .arg("lsp")
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start berth lsp");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, incoming) = channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            while let Some(msg) = read_message(&mut reader) {
+                if tx.send(msg).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut client = Client {
+            child,
+            stdin,
+            incoming,
+            next_id: 1,
+            pending: Vec::new(),
+        };
+        let caps = json!({"textDocument": {"publishDiagnostics": {"relatedInformation": true}}});
+        let init = client.request(
+            "initialize",
+            json!({"processId": null, "rootUri": null, "capabilities": caps}),
+        );
+        assert_eq!(
+            init["result"]["capabilities"]["positionEncoding"], "utf-16",
+            "{init}"
+        );
+        client.notify("initialized", json!({}));
+        client
+    }
+
+    fn send(&mut self, msg: &Value) {
+        let body = msg.to_string();
+        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).expect("write");
+        self.stdin.flush().expect("flush");
+    }
+
+    fn notify(&mut self, method: &str, params: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// Sends a request and returns its response (the whole message).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let msg = self.receive();
+            if msg["id"] == json!(id) && msg.get("method").is_none() {
+                return msg;
+            }
+            self.pending.push(msg);
+        }
+    }
+
+    fn receive(&mut self) -> Value {
+        match self.incoming.recv_timeout(TIMEOUT) {
+            Ok(msg) => msg,
+            Err(RecvTimeoutError::Timeout) => panic!("no message from the server in {TIMEOUT:?}"),
+            Err(RecvTimeoutError::Disconnected) => panic!("the server closed its output"),
+        }
+    }
+
+    /// The next diagnostics published for `uri` (earlier ones for it are skipped).
+    fn diagnostics(&mut self, uri: &str) -> Vec<Value> {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let matches = |m: &Value| {
+                m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == uri
+            };
+            if let Some(i) = self.pending.iter().position(matches) {
+                let msg = self.pending.remove(i);
+                // A newer publication for the same file supersedes this one.
+                if !self.pending.iter().any(matches) {
+                    return msg["params"]["diagnostics"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default();
+                }
+                continue;
+            }
+            assert!(Instant::now() < deadline, "no diagnostics for {uri}");
+            let msg = self.receive();
+            self.pending.push(msg);
+        }
+    }
+
+    fn shutdown(mut self) {
+        let r = self.request("shutdown", Value::Null);
+        assert!(r.get("error").is_none(), "{r}");
+        self.notify("exit", Value::Null);
+        let status = self.child.wait().expect("wait");
+        assert!(status.success(), "{status}");
+    }
+}
+
+fn read_message(r: &mut impl BufRead) -> Option<Value> {
+    let mut length = None;
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some(n) = line.strip_prefix("Content-Length: ") {
+            length = n.parse::<usize>().ok();
+        }
+    }
+    let mut body = vec![0; length?];
+    r.read_exact(&mut body).ok()?;
+    serde_json::from_slice(&body).ok()
+}
+
+fn uri(path: &Path) -> String {
+    format!("file://{}", path.display())
+}
+
+/// A spec directory with the two files below, on disk.
+fn spec_dir() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let targets = dir.path().join("targets.berth");
+    let workloads = dir.path().join("workloads.berth");
+    std::fs::write(&targets, TARGETS).expect("write");
+    std::fs::write(&workloads, WORKLOADS).expect("write");
+    (dir, targets, workloads)
+}
+
+const TARGETS: &str = "use std.gpu.{H100}\n\n/// The main cluster.\ntarget hpc {\n  class        = datacenter\n  runtime      = kubernetes { context = \"c\"  namespace = \"ml\" }\n  region       = \"eu\"\n  connectivity = connected\n  cpu    = 64\n  memory = 512GiB\n  pool h100 {\n    accelerator = H100\n    count       = 4\n  }\n  services = {}\n  cost     = { gpu_hour: 2.40 }\n}\n";
+
+const WORKLOADS: &str = "use std.gpu.H100\n\n/// Scores payments (für Zahlungen).\nworkload scoring {\n  release  = \"1\"\n  image    = \"r/i:1\"\n  kind     = service\n  class    = production\n  identity = service_account(\"s\")\n  team     = \"risk\"\n  replicas = 1\n  resources { cpu = 2  memory = 8GiB  gpu = 1 }\n  accelerators = [H100]\n  connectivity = connected\n  environments = [datacenter]\n}\n\nplacement scoring {\n  targets = [hpc]\n}\n";
+
+fn open(client: &mut Client, path: &Path, text: &str) {
+    client.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": uri(path), "languageId": "berth", "version": 1, "text": text}}),
+    );
+}
+
+fn change(client: &mut Client, path: &Path, version: i32, changes: Value) {
+    client.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri(path), "version": version}, "contentChanges": changes}),
+    );
+}
+
+fn position(path: &Path, line: u32, character: u32) -> Value {
+    json!({"textDocument": {"uri": uri(path)}, "position": {"line": line, "character": character}})
+}
+
+#[test]
+fn diagnostics_are_published_in_utf16_and_cleared_after_a_fix() {
+    let (_dir, targets, workloads) = spec_dir();
+    let mut client = Client::start(&[]);
+    // `é` and `𝄞` before the mistake: 2 UTF-16 units for `𝄞`, 1 for `é`.
+    let broken = WORKLOADS.replace("  team     = \"risk\"", "  team     = \"é𝄞\" replica = 2");
+    open(&mut client, &workloads, &broken);
+    let diags = client.diagnostics(&uri(&workloads));
+    let unknown = diags
+        .iter()
+        .find(|d| d["code"] == "E0301")
+        .unwrap_or_else(|| panic!("an unknown-field diagnostic in {diags:#?}"));
+    // `  team     = "é𝄞" ` is 20 UTF-16 units (21 chars less the surrogate pair counted twice).
+    let line = broken
+        .lines()
+        .position(|l| l.contains("replica ="))
+        .expect("line") as u64;
+    assert_eq!(
+        unknown["range"]["start"],
+        json!({"line": line, "character": 19})
+    );
+    assert_eq!(
+        unknown["range"]["end"],
+        json!({"line": line, "character": 26})
+    );
+    assert!(
+        unknown["message"]
+            .as_str()
+            .expect("message")
+            .contains("did you mean `replicas`")
+    );
+    assert_eq!(client.diagnostics(&uri(&targets)), Vec::<Value>::new());
+
+    // Fix it with an incremental edit over exactly the typo.
+    let fix = json!([{"range": {"start": {"line": line, "character": 19}, "end": {"line": line, "character": 30}}, "text": ""}]);
+    change(&mut client, &workloads, 2, fix);
+    let diags = client.diagnostics(&uri(&workloads));
+    assert_eq!(diags, Vec::<Value>::new());
+    client.shutdown();
+}
+
+#[test]
+fn a_change_in_one_file_updates_diagnostics_of_another() {
+    let (_dir, targets, workloads) = spec_dir();
+    let mut client = Client::start(&[]);
+    open(&mut client, &targets, TARGETS);
+    assert_eq!(client.diagnostics(&uri(&workloads)), Vec::<Value>::new());
+    // Renaming the target breaks the placement in workloads.berth.
+    let renamed = TARGETS.replace("target hpc", "target hpc2");
+    change(&mut client, &targets, 2, json!([{"text": renamed}]));
+    let diags = client.diagnostics(&uri(&workloads));
+    assert!(diags.iter().any(|d| d["code"] == "E0201"), "{diags:#?}");
+    change(&mut client, &targets, 3, json!([{"text": TARGETS}]));
+    assert_eq!(client.diagnostics(&uri(&workloads)), Vec::<Value>::new());
+    client.shutdown();
+}
+
+#[test]
+fn duplicate_definitions_carry_related_information() {
+    let (_dir, targets, workloads) = spec_dir();
+    let mut client = Client::start(&[]);
+    open(
+        &mut client,
+        &workloads,
+        &format!("{WORKLOADS}\nconst hpc = 1\n"),
+    );
+    let diags = client.diagnostics(&uri(&workloads));
+    let dup = diags
+        .iter()
+        .find(|d| d["code"] == "E0202")
+        .expect("a duplicate");
+    let related = &dup["relatedInformation"][0]["location"];
+    assert_eq!(related["uri"], uri(&targets).as_str());
+    assert_eq!(
+        related["range"]["start"],
+        json!({"line": 3, "character": 7})
+    );
+    client.shutdown();
+}
+
+#[test]
+fn requests_during_garbled_edits_are_answered() {
+    let (_dir, _targets, workloads) = spec_dir();
+    let mut client = Client::start(&[]);
+    open(&mut client, &workloads, WORKLOADS);
+    let garbage = [
+        "workload {{{ \"unterminated",
+        "= = = ]]] )",
+        "\u{0}\u{feff}𝄞",
+        "policy p { deny when",
+        "",
+    ];
+    for (v, text) in garbage.iter().enumerate() {
+        change(
+            &mut client,
+            &workloads,
+            v as i32 + 2,
+            json!([{"text": format!("{WORKLOADS}{text}")}]),
+        );
+        for (line, character) in [(0, 0), (4, 5), (20, 3), (99, 99)] {
+            for method in [
+                "textDocument/hover",
+                "textDocument/definition",
+                "textDocument/completion",
+                "textDocument/references",
+            ] {
+                let mut params = position(&workloads, line, character);
+                if method == "textDocument/references" {
+                    params["context"] = json!({"includeDeclaration": true});
+                }
+                let r = client.request(method, params);
+                assert!(r.get("error").is_none(), "{method}: {r}");
+            }
+        }
+        let r = client.request(
+            "textDocument/semanticTokens/full",
+            json!({"textDocument": {"uri": uri(&workloads)}}),
+        );
+        assert!(r.get("error").is_none(), "{r}");
+    }
+    client.shutdown();
+}
+
+#[test]
+fn a_panic_is_answered_with_an_error_and_the_server_keeps_serving() {
+    let (_dir, _targets, workloads) = spec_dir();
+    let mut client = Client::start(&[("BERTH_LSP_TEST_PANIC", "1")]);
+    let r = client.request("berth/testPanic", Value::Null);
+    assert_eq!(r["error"]["code"], -32603, "{r}");
+    open(&mut client, &workloads, WORKLOADS);
+    let r = client.request("textDocument/hover", position(&workloads, 10, 3));
+    assert!(
+        r["result"]["contents"]["value"]
+            .as_str()
+            .expect("hover")
+            .contains("replicas"),
+        "{r}"
+    );
+    client.shutdown();
+}
+
+#[test]
+fn hover_definition_references_and_completion() {
+    let (_dir, targets, workloads) = spec_dir();
+    let mut client = Client::start(&[]);
+    open(&mut client, &workloads, WORKLOADS);
+    // Hover on the workload's name: its docs and where the plan puts it.
+    let r = client.request("textDocument/hover", position(&workloads, 3, 11));
+    let text = r["result"]["contents"]["value"]
+        .as_str()
+        .expect("hover")
+        .to_string();
+    assert!(text.contains("für Zahlungen"), "{text}");
+    assert!(text.contains("on `hpc`, pool `h100` (H100)"), "{text}");
+    // Hover on an accelerator.
+    let r = client.request("textDocument/hover", position(&workloads, 12, 19));
+    let text = r["result"]["contents"]["value"]
+        .as_str()
+        .expect("hover")
+        .to_string();
+    assert!(
+        text.contains("family: `hopper`") && text.contains("memory: 80GB"),
+        "{text}"
+    );
+
+    // Definition: into the other file, and into the standard library's virtual document.
+    let r = client.request("textDocument/definition", position(&workloads, 18, 14));
+    assert_eq!(r["result"]["uri"], uri(&targets).as_str(), "{r}");
+    assert_eq!(
+        r["result"]["range"]["start"],
+        json!({"line": 3, "character": 7})
+    );
+    let r = client.request("textDocument/definition", position(&workloads, 12, 19));
+    assert_eq!(r["result"]["uri"], "berth-std:///gpu.berth", "{r}");
+    let std = client.request("berth/stdSource", json!({"uri": "berth-std:///gpu.berth"}));
+    let std_text = std["result"].as_str().expect("std text");
+    let line = r["result"]["range"]["start"]["line"]
+        .as_u64()
+        .expect("line") as usize;
+    assert!(std_text.lines().nth(line).expect("line").contains("H100"));
+
+    // References of the target from its definition: the definition and the placement's use.
+    let mut params = position(&targets, 3, 8);
+    params["context"] = json!({"includeDeclaration": true});
+    let r = client.request("textDocument/references", params);
+    let uris: Vec<&str> = r["result"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|l| l["uri"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(uris, vec![uri(&targets).as_str(), uri(&workloads).as_str()]);
+
+    // Completion of an enum value after `kind = `.
+    let edited = WORKLOADS.replace("  kind     = service\n", "  kind     = \n");
+    change(&mut client, &workloads, 2, json!([{"text": edited}]));
+    let r = client.request("textDocument/completion", position(&workloads, 6, 13));
+    let labels: Vec<&str> = r["result"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|c| c["label"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(labels, vec!["service", "batch", "notebook", "agent"]);
+    client.shutdown();
+}
+
+#[test]
+fn formatting_symbols_and_quick_fixes() {
+    let (_dir, _targets, workloads) = spec_dir();
+    let mut client = Client::start(&[]);
+    let messy = "const   a=1\nworkload w {\n  replica = 2\n}\n";
+    open(&mut client, &workloads, messy);
+    let r = client.request("textDocument/formatting", json!({"textDocument": {"uri": uri(&workloads)}, "options": {"tabSize": 2, "insertSpaces": true}}));
+    let edit = &r["result"][0];
+    assert_eq!(
+        edit["newText"], "const a = 1\n\nworkload w {\n  replica = 2\n}\n",
+        "{r}"
+    );
+    assert_eq!(edit["range"]["end"], json!({"line": 4, "character": 0}));
+
+    let r = client.request(
+        "textDocument/documentSymbol",
+        json!({"textDocument": {"uri": uri(&workloads)}}),
+    );
+    let names: Vec<&str> = r["result"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|s| s["name"].as_str().unwrap_or(""))
+        .collect();
+    assert!(names.contains(&"a") && names.contains(&"w"), "{r}");
+
+    let r = client.request("textDocument/codeAction", json!({"textDocument": {"uri": uri(&workloads)}, "range": {"start": {"line": 2, "character": 3}, "end": {"line": 2, "character": 3}}, "context": {"diagnostics": []}}));
+    let action = &r["result"][0];
+    assert_eq!(action["title"], "replace with `replicas`", "{r}");
+    let edits = &action["edit"]["changes"][uri(&workloads)];
+    assert_eq!(edits[0]["newText"], "replicas");
+    assert_eq!(
+        edits[0]["range"]["start"],
+        json!({"line": 2, "character": 2})
+    );
+    client.shutdown();
+}
+
+/// Issue 7's benchmark: a 5,000-line spec in 10 files; medians over 50 one-line edits of the
+/// time to diagnostics of every file, and of completion and hover. Run with
+/// `cargo test -p berth-runtime --test lsp -- --ignored --nocapture lsp_latency`.
+#[test]
+#[ignore = "benchmark: run by hand, figures in docs/performance.md"]
+fn lsp_latency() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut paths = Vec::new();
+    std::fs::write(dir.path().join("a_targets.berth"), TARGETS).expect("write");
+    paths.push(dir.path().join("a_targets.berth"));
+    let body = WORKLOADS.split("placement").next().unwrap_or(WORKLOADS);
+    let body = body.strip_prefix("use std.gpu.H100\n").unwrap_or(body);
+    let mut lines = TARGETS.lines().count();
+    for f in 0..9 {
+        let mut text = String::from("use std.gpu.H100\n");
+        let mut i = 0;
+        while text.lines().count() < 540 {
+            text.push_str(&body.replace("workload scoring", &format!("workload w{f}_{i}")));
+            i += 1;
+        }
+        lines += text.lines().count();
+        let path = dir.path().join(format!("w{f}.berth"));
+        std::fs::write(&path, &text).expect("write");
+        paths.push(path);
+    }
+    eprintln!("{lines} lines in {} files", paths.len());
+    let edited = paths[5].clone();
+    let last = paths.last().cloned().expect("paths");
+    let text = std::fs::read_to_string(&edited).expect("read");
+    let mut client = Client::start(&[]);
+    open(&mut client, &edited, &text);
+    client.diagnostics(&uri(&last));
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let (mut diags, mut completion, mut hover) = (Vec::new(), Vec::new(), Vec::new());
+    for v in 0..50 {
+        // Edit the `replicas` value of one workload (one line), alternating 1 and 2.
+        let edit = json!([{"range": {"start": {"line": 10, "character": 13}, "end": {"line": 10, "character": 14}}, "text": format!("{}", 1 + v % 2)}]);
+        let t = Instant::now();
+        change(&mut client, &edited, v + 2, edit);
+        let d = client.diagnostics(&uri(&last));
+        diags.push(t.elapsed());
+        assert!(d.is_empty(), "{d:?}");
+        let d = client.diagnostics(&uri(&edited));
+        assert!(d.is_empty(), "{d:?}");
+        let t = Instant::now();
+        let r = client.request("textDocument/completion", position(&edited, 6, 13));
+        completion.push(t.elapsed());
+        assert!(r["result"].as_array().is_some_and(|a| !a.is_empty()), "{r}");
+        let t = Instant::now();
+        let r = client.request("textDocument/hover", position(&edited, 10, 4));
+        hover.push(t.elapsed());
+        assert!(r["result"].is_object(), "{r}");
+    }
+    let t = Instant::now();
+    let r = client.request("textDocument/hover", position(&edited, 3, 11));
+    let placement = t.elapsed();
+    assert!(r["result"].is_object(), "{r}");
+    eprintln!(
+        "median of 50: diagnostics {:?}, completion {:?}, hover {:?}; one workload hover with placement {placement:?}",
+        median(diags),
+        median(completion),
+        median(hover)
+    );
+    client.shutdown();
+}
