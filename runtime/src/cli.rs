@@ -63,6 +63,16 @@ pub enum Command {
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<PathBuf>,
     },
+    /// Render the plan's Kubernetes objects as YAML, one file per cluster and namespace.
+    Render(crate::apply::RenderArgs),
+    /// Server-side apply the plan to its clusters (`--dry-run` shows a diff per object).
+    Apply(crate::apply::ApplyArgs),
+    /// Show what `apply` would change, from the servers' dry run.
+    Diff(crate::apply::DiffArgs),
+    /// Record an approval of a saved plan's placements (`PLAN.approval.json`).
+    Approve(crate::apply::ApproveArgs),
+    /// Desired vs ready replicas and live GPU allocation of the plan's clusters.
+    Status(crate::apply::StatusArgs),
 }
 
 /// A compiled form `berth check --emit` prints.
@@ -139,6 +149,11 @@ fn dispatch(command: Command, ui: &mut Ui<'_>) -> io::Result<Exit> {
             };
             format_files(&paths, mode, ui)
         }
+        Command::Render(args) => crate::apply::render(&args, ui),
+        Command::Apply(args) => crate::apply::apply(&args, ui),
+        Command::Diff(args) => crate::apply::diff(&args, ui),
+        Command::Approve(args) => crate::apply::approve(&args, ui),
+        Command::Status(args) => crate::apply::status(&args, ui),
     }
 }
 
