@@ -1,0 +1,429 @@
+//! End-to-end tests of `berth apply`, `diff`, `approve` and `status` against the Kubernetes
+//! API test server (tests/k8s): the real binary, a real kubeconfig file (`KUBECONFIG`), two
+//! clusters, and injected faults.
+
+mod k8s;
+
+use berth_runtime::files::{self, FsReader};
+use k8s::{Fault, FaultKind, TestServer, kubeconfig};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TOKEN: &str = "s3cr3t-token-do-not-print";
+const AT: &str = "2025-06-07T10:00:00Z";
+const SPEC: &str = "../examples/training-and-inference";
+
+/// Two test clusters named like the example's contexts, a kubeconfig, and a saved plan.
+struct Setup {
+    prod: TestServer,
+    burst: TestServer,
+    dir: tempfile::TempDir,
+    plan: PathBuf,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let prod = TestServer::start(TOKEN);
+        let burst = TestServer::start(TOKEN);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = kubeconfig(&[("fra-gpu-prod", &prod), ("eks-gpu-burst", &burst)], TOKEN);
+        std::fs::write(dir.path().join("kubeconfig"), config).expect("write kubeconfig");
+        let loaded = files::load(&[PathBuf::from(SPEC)], &FsReader).expect("load spec");
+        let planned = berth_compiler::driver::plan(&loaded.sources, AT.parse().expect("at"))
+            .unwrap_or_else(|_| panic!("the example plans"));
+        let plan = dir.path().join("plan.json");
+        std::fs::write(
+            &plan,
+            serde_json::to_string_pretty(&planned.plan).expect("json"),
+        )
+        .expect("write plan");
+        let setup = Setup {
+            prod,
+            burst,
+            dir,
+            plan,
+        };
+        // The example's ranker training awaits approval; most tests apply the approved plan.
+        let (code, _, err) =
+            setup.berth(&["approve", setup.plan_path(), "--by", "ml-platform-leads"]);
+        assert_eq!(code, 0, "{err}");
+        setup
+    }
+
+    /// Runs `berth ARGS` with this setup's kubeconfig; returns (exit code, stdout, stderr).
+    fn berth(&self, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+            .args(args)
+            .env("KUBECONFIG", self.dir.path().join("kubeconfig"))
+            .env("BERTH_K8S_RETRY_BASE_MS", "5")
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run berth");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            !stdout.contains(TOKEN) && !stderr.contains(TOKEN),
+            "credentials in the output:\n{stdout}\n{stderr}"
+        );
+        (out.status.code().unwrap_or(-1), stdout, stderr)
+    }
+
+    fn plan_path(&self) -> &str {
+        self.plan.to_str().expect("UTF-8 path")
+    }
+
+    fn apply(&self, extra: &[&str]) -> (i32, String, String) {
+        let mut args = vec!["apply", self.plan_path(), "--spec", SPEC];
+        args.extend_from_slice(extra);
+        self.berth(&args)
+    }
+}
+
+fn managers(object: &Value) -> Vec<String> {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["manager"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn first_apply_then_a_second_that_changes_nothing() {
+    let s = Setup::new();
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("context `fra-gpu-prod`:") && err.contains("created"),
+        "{err}"
+    );
+    let deployment = s
+        .prod
+        .get("deployments", "ml", "chat-assistant")
+        .expect("deployment applied");
+    assert_eq!(managers(&deployment), vec!["berth"]);
+    assert_eq!(
+        deployment["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "berth"
+    );
+    assert!(
+        s.prod.get("namespaces", "", "ml").is_some(),
+        "namespace created"
+    );
+    assert!(s.burst.get("jobs", "burst", "ranker-training").is_some());
+    let writes = (s.prod.writes(), s.burst.writes());
+
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("0 changed"), "{err}");
+    assert!(
+        !err.contains("created") && !err.contains("configured"),
+        "{err}"
+    );
+    assert_eq!(
+        (s.prod.writes(), s.burst.writes()),
+        writes,
+        "no write the second time"
+    );
+}
+
+#[test]
+fn prune_deletes_only_stale_berth_objects() {
+    let s = Setup::new();
+    assert_eq!(s.apply(&[]).0, 0);
+    let stale = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "old-workload-placement", "namespace": "ml",
+            "labels": {"app.kubernetes.io/managed-by": "berth", "berth.dev/target": "dc_frankfurt"}},
+        "data": {"k": "v"}});
+    let foreign = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "someone-elses", "namespace": "ml",
+            "labels": {"berth.dev/target": "dc_frankfurt"}},
+        "data": {"k": "v"}});
+    s.prod.seed("berth", stale);
+    s.prod.seed("kubectl", foreign);
+    let (code, _, err) = s.apply(&["--prune", "--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("would prune"), "{err}");
+    assert!(
+        s.prod
+            .get("configmaps", "ml", "old-workload-placement")
+            .is_some()
+    );
+    let (code, _, err) = s.apply(&["--prune"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("pruned           ConfigMap ml/old-workload-placement"),
+        "{err}"
+    );
+    assert!(
+        s.prod
+            .get("configmaps", "ml", "old-workload-placement")
+            .is_none()
+    );
+    assert!(
+        s.prod.get("configmaps", "ml", "someone-elses").is_some(),
+        "not berth's"
+    );
+    assert!(
+        s.prod.get("deployments", "ml", "chat-assistant").is_some(),
+        "in the plan"
+    );
+}
+
+#[test]
+fn a_conflict_names_the_other_manager_and_needs_force() {
+    let s = Setup::new();
+    assert_eq!(s.apply(&[]).0, 0);
+    let mut theirs = s
+        .prod
+        .get("deployments", "ml", "chat-assistant")
+        .expect("applied");
+    theirs["metadata"]
+        .as_object_mut()
+        .expect("meta")
+        .remove("managedFields");
+    theirs["spec"]["replicas"] = json!(7);
+    s.prod.seed(
+        "helm",
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "chat-assistant", "namespace": "ml"},
+        "spec": {"replicas": 7}}),
+    );
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("conflict with field manager `helm` over `.spec.replicas`"),
+        "{err}"
+    );
+    let (code, _, err) = s.apply(&["--force-conflicts"]);
+    assert_eq!(code, 0, "{err}");
+    let live = s
+        .prod
+        .get("deployments", "ml", "chat-assistant")
+        .expect("live");
+    assert_ne!(live["spec"]["replicas"], json!(7), "berth's value won");
+}
+
+#[test]
+fn throttling_and_server_errors_are_retried() {
+    let s = Setup::new();
+    for (code, path) in [(429, "configmaps"), (500, "deployments"), (503, "jobs")] {
+        s.prod.inject(Fault {
+            method: Some(axum::http::Method::PATCH),
+            path: Some(path.to_string()),
+            kind: FaultKind::Status(code),
+            times: 2,
+            after_writes: 0,
+        });
+    }
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    let patches = s
+        .prod
+        .log()
+        .iter()
+        .filter(|l| l.starts_with("PATCH"))
+        .count();
+    assert!(patches > 6, "retried: {patches} patches");
+}
+
+#[test]
+fn a_lost_connection_lists_what_was_not_applied_and_a_rerun_converges() {
+    let s = Setup::new();
+    s.prod.inject(Fault {
+        method: None,
+        path: None,
+        kind: FaultKind::Drop,
+        times: u32::MAX,
+        after_writes: 3,
+    });
+    let (code, _, err) = s.apply(&["--concurrency", "1"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("not applied"), "{err}");
+    assert!(err.contains("connection failed"), "{err}");
+    assert!(err.contains("created"), "some objects made it: {err}");
+    s.prod.clear_faults();
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("0 changed"), "{err}");
+}
+
+#[test]
+fn forbidden_names_verb_resource_and_namespace() {
+    let s = Setup::new();
+    s.burst.inject(Fault {
+        method: Some(axum::http::Method::PATCH),
+        path: Some("/jobs/".to_string()),
+        kind: FaultKind::Status(403),
+        times: u32::MAX,
+        after_writes: 0,
+    });
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("forbidden: may not `patch` `jobs.batch` in namespace `burst`"),
+        "{err}"
+    );
+    // The other cluster is applied regardless.
+    assert!(s.prod.get("deployments", "ml", "chat-assistant").is_some());
+}
+
+#[test]
+fn diff_shows_the_change_per_object() {
+    let s = Setup::new();
+    assert_eq!(s.apply(&[]).0, 0);
+    let mut changed = s
+        .prod
+        .get("configmaps", "ml", "chat-assistant-placement")
+        .expect("applied");
+    changed["metadata"]
+        .as_object_mut()
+        .expect("meta")
+        .remove("managedFields");
+    changed["data"]["BERTH_RELEASE"] = json!("0.0.1-edited");
+    s.prod.seed("berth", changed);
+    let (code, out, err) = s.berth(&["diff", s.plan_path(), "--spec", SPEC]);
+    assert_eq!(code, 0, "{err}");
+    insta::assert_snapshot!(out);
+    assert!(
+        err.contains("would configure  ConfigMap ml/chat-assistant-placement"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_changed_spec_or_an_unknown_context_is_refused() {
+    let s = Setup::new();
+    let copy = s.dir.path().join("spec");
+    std::fs::create_dir(&copy).expect("mkdir");
+    for entry in std::fs::read_dir(SPEC).expect("spec") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().expect("name");
+        std::fs::copy(&path, copy.join(name)).expect("copy");
+    }
+    let (code, _, err) = s.berth(&[
+        "apply",
+        s.plan_path(),
+        "--spec",
+        copy.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("the spec changed since the plan was made"),
+        "{err}"
+    );
+
+    let (code, _, err) = s.berth(&["apply", s.plan_path()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("needs its spec"), "{err}");
+
+    std::fs::write(
+        s.dir.path().join("kubeconfig"),
+        kubeconfig(&[("fra-gpu-prod", &s.prod)], TOKEN),
+    )
+    .expect("write");
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("context `eks-gpu-burst` is not in the kubeconfig"),
+        "{err}"
+    );
+    assert!(
+        s.prod.get("deployments", "ml", "chat-assistant").is_some(),
+        "the other applied"
+    );
+}
+
+#[test]
+fn status_reports_replicas_and_gpu_allocation() {
+    let s = Setup::new();
+    assert_eq!(s.apply(&[]).0, 0);
+    let node = |name: &str, pool: &str, gpus: u32| {
+        json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"gpu.example.com/pool": pool,
+                "nvidia.com/gpu.product": "NVIDIA-L40S"}},
+            "status": {"capacity": {"nvidia.com/gpu": gpus.to_string()},
+                       "allocatable": {"nvidia.com/gpu": gpus.to_string()}}})
+    };
+    s.prod.seed("kubelet", node("serve-1", "inference", 4));
+    let pod = |name: &str, node: Option<&str>, gpus: u32, phase: &str| {
+        let mut p = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ml",
+                "labels": {"berth.dev/workload": "chat_assistant"}},
+            "spec": {"containers": [{"name": "c", "image": "i",
+                "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]},
+            "status": {"phase": phase}});
+        if let Some(node) = node {
+            p["spec"]["nodeName"] = json!(node);
+        } else {
+            p["status"]["conditions"] = json!([{"type": "PodScheduled", "status": "False",
+                "reason": "Unschedulable", "message": "0/1 nodes: insufficient nvidia.com/gpu"}]);
+        }
+        p
+    };
+    s.prod
+        .seed("kubelet", pod("a", Some("serve-1"), 4, "Running"));
+    s.prod.seed("kubelet", pod("b", None, 1, "Pending"));
+    let (code, out, err) = s.berth(&["--output", "json", "status", s.plan_path(), "--spec", SPEC]);
+    assert_eq!(code, 1, "flags raised: {err}\n{out}");
+    let doc: Value = serde_json::from_str(&out).expect("json");
+    let prod = doc["clusters"]
+        .as_array()
+        .expect("clusters")
+        .iter()
+        .find(|c| c["context"] == "fra-gpu-prod")
+        .expect("prod");
+    let serve = prod["pools"]
+        .as_array()
+        .expect("pools")
+        .iter()
+        .find(|p| p["pool"] == "serve")
+        .expect("serve pool");
+    assert_eq!(serve["allocatable"], 4);
+    assert_eq!(serve["allocated"], 4);
+    assert_eq!(serve["nodes"], 1);
+    assert_eq!(prod["pending_gpu_pods"][0]["pod"], "b");
+    assert_eq!(prod["pending_gpu_pods"][0]["workload"], "chat_assistant");
+    let chat = prod["workloads"]
+        .as_array()
+        .expect("workloads")
+        .iter()
+        .find(|w| w["workload"] == "chat_assistant")
+        .expect("chat");
+    assert_eq!(chat["ready"], 0);
+    assert!(chat["desired"].as_i64().expect("desired") >= 1);
+}
+
+#[test]
+fn approval_is_bound_to_the_plan() {
+    let s = Setup::new();
+    std::fs::remove_file(s.plan.with_extension("approval.json")).expect("unapprove");
+    let plan: Value =
+        serde_json::from_str(&std::fs::read_to_string(&s.plan).expect("plan")).expect("json");
+    let waiting = plan["workloads"]
+        .as_array()
+        .expect("workloads")
+        .iter()
+        .any(|w| !w["approval"].is_null());
+    let (code, _, err) = s.berth(&["approve", s.plan_path(), "--by", "someone-else"]);
+    if !waiting {
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            err.contains("nothing in this plan awaits approval"),
+            "{err}"
+        );
+        return;
+    }
+    assert_eq!(code, 1, "{err}");
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("await approval"), "{err}");
+    let (code, _, err) = s.berth(&["approve", s.plan_path(), "--by", "ml-platform-leads"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(Path::new(&s.plan.with_extension("approval.json")).exists());
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+}
