@@ -427,3 +427,79 @@ fn approval_is_bound_to_the_plan() {
     let (code, _, err) = s.apply(&[]);
     assert_eq!(code, 0, "{err}");
 }
+
+/// The benchmark of docs/performance.md: 1,000 objects across 4 test clusters, applied, then
+/// applied again (no-op). `cargo test -p berth-runtime --test k8s_apply -- --ignored --nocapture`
+#[test]
+#[ignore = "benchmark: run explicitly"]
+fn bench_apply_1000_objects_across_4_clusters() {
+    use berth_runtime::k8s::apply::{Options, apply_all};
+    use berth_runtime::k8s::kubeconfig::Kubeconfigs;
+    use berth_runtime::k8s::render::{ClusterManifests, Kind, Manifest, Rendered};
+    let servers: Vec<TestServer> = (0..4).map(|_| TestServer::start(TOKEN)).collect();
+    let names: Vec<String> = (0..4).map(|i| format!("cluster-{i}")).collect();
+    let pairs: Vec<(&str, &TestServer)> = names.iter().map(String::as_str).zip(&servers).collect();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("kubeconfig");
+    std::fs::write(&path, kubeconfig(&pairs, TOKEN)).expect("write");
+    let concurrency: usize = std::env::var("BERTH_BENCH_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16);
+    let managed = json!({"app.kubernetes.io/managed-by": "berth", "berth.dev/target": "t"});
+    let clusters = names
+        .iter()
+        .map(|context| {
+            let mut manifests = vec![Manifest {
+                kind: Kind::Namespace,
+                namespace: None,
+                name: "bench".to_string(),
+                object: json!({"apiVersion": "v1", "kind": "Namespace",
+                               "metadata": {"name": "bench", "labels": managed}}),
+            }];
+            for i in 0..249 {
+                let name = format!("object-{i:03}");
+                manifests.push(Manifest {
+                    kind: Kind::ConfigMap,
+                    namespace: Some("bench".to_string()),
+                    name: name.clone(),
+                    object: json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": name, "namespace": "bench", "labels": managed},
+                        "data": {"BERTH_WORKLOAD": format!("w{i}"), "BERTH_TARGET": "t"}}),
+                });
+            }
+            ClusterManifests {
+                context: context.clone(),
+                targets: vec!["t".to_string()],
+                manifests,
+            }
+        })
+        .collect();
+    let rendered = Rendered {
+        plan_id: "sha256:bench".to_string(),
+        clusters,
+        others: Vec::new(),
+        idle_targets: Vec::new(),
+    };
+    let options = Options {
+        dry_run: false,
+        prune: false,
+        force_conflicts: false,
+        concurrency,
+    };
+    let kubeconfigs = std::sync::Arc::new(Kubeconfigs::from_paths(&[path]));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    for round in ["first apply", "no-op apply"] {
+        let start = std::time::Instant::now();
+        let reports = runtime.block_on(apply_all(&rendered, options, kubeconfigs.clone(), false));
+        let elapsed = start.elapsed();
+        let objects: usize = reports.iter().map(|r| r.objects.len()).sum();
+        assert_eq!(objects, 1000);
+        assert!(reports.iter().all(|r| r.error.is_none()));
+        eprintln!("{round}: {objects} objects, concurrency {concurrency}: {elapsed:?}");
+    }
+}

@@ -61,6 +61,18 @@ impl Kubeconfigs {
         }
     }
 
+    /// Reads the kubeconfig files `paths` (merged in order), ignoring `KUBECONFIG`.
+    pub fn from_paths(paths: &[PathBuf]) -> Kubeconfigs {
+        let config = paths
+            .iter()
+            .map(Kubeconfig::read_from)
+            .try_fold(Kubeconfig::default(), |merged, next| merged.merge(next?));
+        Kubeconfigs {
+            config: config.ok(),
+            secrets: secrets_in(paths),
+        }
+    }
+
     /// Context names, in file order.
     pub fn contexts(&self) -> Vec<String> {
         self.config
