@@ -503,3 +503,96 @@ fn bench_apply_1000_objects_across_4_clusters() {
         eprintln!("{round}: {objects} objects, concurrency {concurrency}: {elapsed:?}");
     }
 }
+
+#[test]
+fn render_writes_yaml_per_cluster_and_namespace() {
+    let s = Setup::new();
+    let out = s.dir.path().join("rendered");
+    let (code, _, err) = s.berth(&[
+        "render",
+        s.plan_path(),
+        "--spec",
+        SPEC,
+        "-o",
+        out.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let prod = std::fs::read_to_string(out.join("fra-gpu-prod/ml.yaml")).expect("prod file");
+    assert!(
+        prod.starts_with("# Rendered by berth from plan sha256:"),
+        "{prod}"
+    );
+    assert!(prod.contains("kind: Deployment") && prod.contains("name: chat-assistant"));
+    assert!(out.join("eks-gpu-burst/burst.yaml").is_file());
+}
+
+/// A minimal spec for a real cluster: one CPU-only service in namespace `berth-e2e`.
+fn real_cluster_spec(context: &str) -> String {
+    format!(
+        r#"target e2e {{
+  class        = datacenter
+  runtime      = kubernetes {{ context = "{context}"  namespace = "berth-e2e" }}
+  connectivity = connected
+  cpu    = 2
+  memory = 2GiB
+}}
+
+workload echo {{
+  release  = "1.0.0"
+  image    = "registry.k8s.io/pause:3.10"
+  kind     = service
+  class    = development
+  identity = service_account("echo")
+  replicas = 1
+  resources {{ cpu = 0.1  memory = 64MiB }}
+  ports        = [8080]
+  connectivity = connected
+  telemetry {{ export = live }}
+}}
+"#
+    )
+}
+
+/// Against a real cluster (kind, k3s: docs/kubernetes.md) when `BERTH_E2E_KUBECONFIG` is set
+/// (context `BERTH_E2E_CONTEXT`, default `kind-kind`): apply, then re-apply unchanged. The
+/// namespace `berth-e2e` is left for inspection (`kubectl delete namespace berth-e2e`).
+/// Without it, only checks that the spec plans.
+#[test]
+fn real_cluster_when_configured() {
+    let context = std::env::var("BERTH_E2E_CONTEXT").unwrap_or_else(|_| "kind-kind".into());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spec = dir.path().join("spec");
+    std::fs::create_dir(&spec).expect("mkdir");
+    std::fs::write(spec.join("e2e.berth"), real_cluster_spec(&context)).expect("write");
+    let loaded = files::load(std::slice::from_ref(&spec), &FsReader).expect("load");
+    let planned = berth_compiler::driver::plan(&loaded.sources, AT.parse().expect("at"))
+        .unwrap_or_else(|e| panic!("the e2e spec plans: {e:?}"));
+    assert!(planned.plan.feasible, "the e2e spec places its workload");
+    let Ok(kubeconfig) = std::env::var("BERTH_E2E_KUBECONFIG") else {
+        eprintln!("skipped: set BERTH_E2E_KUBECONFIG to run against a real cluster");
+        return;
+    };
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+            .args(args)
+            .env("KUBECONFIG", &kubeconfig)
+            .output()
+            .expect("run berth");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code().unwrap_or(-1), err)
+    };
+    // A saved plan: a spec planned on each run would carry a new plan id each time.
+    let plan = dir.path().join("plan.json");
+    std::fs::write(&plan, serde_json::to_string(&planned.plan).expect("json")).expect("write");
+    let args = [
+        "apply",
+        plan.to_str().expect("utf-8"),
+        "--spec",
+        spec.to_str().expect("utf-8"),
+    ];
+    let (code, err) = run(&args);
+    assert_eq!(code, 0, "{err}");
+    let (code, err) = run(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("0 changed"), "{err}");
+}
