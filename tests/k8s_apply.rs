@@ -486,6 +486,7 @@ fn bench_apply_1000_objects_across_4_clusters() {
         prune: false,
         force_conflicts: false,
         concurrency,
+        wait: None,
     };
     let kubeconfigs = std::sync::Arc::new(Kubeconfigs::from_paths(&[path]));
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -595,4 +596,73 @@ fn real_cluster_when_configured() {
     let (code, err) = run(&args);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("0 changed"), "{err}");
+}
+
+#[test]
+fn wait_reports_rollouts_and_times_out() {
+    let s = Setup::new();
+    let mut args = vec![
+        "apply",
+        s.plan_path(),
+        "--spec",
+        SPEC,
+        "--wait",
+        "--timeout",
+        "1",
+    ];
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+            .args(args)
+            .env("KUBECONFIG", s.dir.path().join("kubeconfig"))
+            .env("BERTH_K8S_POLL_MS", "50")
+            .output()
+            .expect("run berth");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // Nothing becomes ready: the wait ends with every workload pending.
+    let (code, err) = run(&args);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("not rolled out   Deployment ml/chat-assistant: 0/"),
+        "{err}"
+    );
+    // The controllers report ready and complete: the wait succeeds.
+    for (server, kind, plural, ns) in [
+        (&s.prod, "Deployment", "deployments", "ml"),
+        (&s.prod, "Job", "jobs", "ml"),
+        (&s.burst, "Job", "jobs", "burst"),
+    ] {
+        for key in server.keys() {
+            if key.0 != plural || key.1 != ns {
+                continue;
+            }
+            let live = server.get(plural, ns, &key.2).expect("live");
+            let api_version = live["apiVersion"].clone();
+            let status = if kind == "Job" {
+                json!({"succeeded": live["spec"]["completions"]})
+            } else {
+                json!({"readyReplicas": live["spec"]["replicas"],
+                       "observedGeneration": live["metadata"]["generation"]})
+            };
+            server.seed(
+                "kube-controller-manager",
+                json!({"apiVersion": api_version, "kind": kind,
+                       "metadata": {"name": key.2, "namespace": ns}, "status": status}),
+            );
+        }
+    }
+    args[6] = "5";
+    let (code, err) = run(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("rolled out       Deployment ml/chat-assistant"),
+        "{err}"
+    );
+    assert!(
+        err.contains("rolled out       Job burst/ranker-training"),
+        "{err}"
+    );
 }

@@ -53,6 +53,12 @@ pub struct ApplyArgs {
     /// Most requests in flight per cluster.
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub concurrency: usize,
+    /// Wait for rollouts: Deployments and StatefulSets ready, Jobs complete.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long `--wait` waits, in seconds.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS", requires = "wait")]
+    pub timeout: u64,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -456,6 +462,9 @@ pub fn apply(args: &ApplyArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         prune: args.prune,
         force_conflicts: args.force_conflicts,
         concurrency: args.concurrency.max(1),
+        wait: args
+            .wait
+            .then(|| std::time::Duration::from_secs(args.timeout)),
     };
     k8s::apply::run(&rendered, &options, ui)
 }
@@ -468,6 +477,8 @@ pub fn diff(args: &DiffArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         prune: false,
         force_conflicts: false,
         concurrency: 8,
+        wait: false,
+        timeout: 300,
     };
     apply(&apply_args, ui)
 }

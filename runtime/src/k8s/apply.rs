@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use std::io::{self, IsTerminal};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 /// How to apply.
 #[derive(Clone, Copy, Debug)]
@@ -29,6 +30,8 @@ pub struct Options {
     pub force_conflicts: bool,
     /// Most requests in flight per cluster (at least 1).
     pub concurrency: usize,
+    /// Wait this long for rollouts (Deployments and StatefulSets ready, Jobs complete).
+    pub wait: Option<Duration>,
 }
 
 /// What happened to one object.
@@ -95,6 +98,19 @@ pub struct ClusterReport {
     pub pruned: Vec<ObjectReport>,
     /// Why prune did not run although asked.
     pub prune_skipped: Option<String>,
+    /// With `--wait`: each workload object and whether it rolled out.
+    pub rollouts: Vec<(String, Rollout)>,
+}
+
+/// Where a workload object's rollout stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rollout {
+    /// Ready (Deployment, StatefulSet) or complete (Job).
+    Done,
+    /// The Job failed.
+    Failed,
+    /// Not there when the wait ended: `ready/desired`.
+    Pending { ready: i64, desired: i64 },
 }
 
 impl ClusterReport {
@@ -103,6 +119,7 @@ impl ClusterReport {
             || self.objects.iter().any(|o| o.outcome.is_failure())
             || self.pruned.iter().any(|o| o.outcome.is_failure())
             || self.prune_skipped.is_some()
+            || self.rollouts.iter().any(|(_, r)| *r != Rollout::Done)
     }
 }
 
@@ -165,6 +182,7 @@ pub async fn apply_all(
             objects: not_applied(&cluster.manifests),
             pruned: Vec::new(),
             prune_skipped: None,
+            rollouts: Vec::new(),
         }));
     }
     reports
@@ -194,6 +212,7 @@ async fn apply_cluster(
         objects: Vec::new(),
         pruned: Vec::new(),
         prune_skipped: None,
+        rollouts: Vec::new(),
     };
     let cluster = match kubeconfigs.config(&planned.context).await {
         Err(problem) => Err(problem.to_string()),
@@ -253,6 +272,12 @@ async fn apply_cluster(
     report
         .objects
         .extend(results.into_iter().map(|r| redacted(r, kubeconfigs)));
+    if let Some(timeout) = options.wait
+        && !options.dry_run
+        && !report.objects.iter().any(|o| o.outcome.is_failure())
+    {
+        report.rollouts = wait_for_rollouts(&cluster, planned, timeout).await;
+    }
     if options.prune {
         if report.objects.iter().any(|o| o.outcome.is_failure()) {
             report.prune_skipped = Some("not every object was applied".to_string());
@@ -443,6 +468,16 @@ fn print(
             };
             ui.status(&format_args!("  {word:<16} {}{detail}", object.object))?;
         }
+        for (object, rollout) in &report.rollouts {
+            match rollout {
+                Rollout::Done => ui.status(&format_args!("  {:<16} {object}", "rolled out"))?,
+                Rollout::Failed => ui.status(&format_args!("  {:<16} {object}", "job failed"))?,
+                Rollout::Pending { ready, desired } => ui.status(&format_args!(
+                    "  {:<16} {object}: {ready}/{desired} ready when the wait ended",
+                    "not rolled out"
+                ))?,
+            }
+        }
         if let Some(why) = &report.prune_skipped {
             ui.status(&format_args!("  prune skipped: {why}"))?;
         }
@@ -497,5 +532,90 @@ fn cluster_json(r: &ClusterReport) -> Value {
         "objects": r.objects.iter().map(object_json).collect::<Vec<_>>(),
         "pruned": r.pruned.iter().map(object_json).collect::<Vec<_>>(),
         "prune_skipped": r.prune_skipped,
+        "rollouts": r.rollouts.iter().map(|(object, rollout)| match rollout {
+            Rollout::Done => json!({"object": object, "result": "done"}),
+            Rollout::Failed => json!({"object": object, "result": "failed"}),
+            Rollout::Pending { ready, desired } => json!({
+                "object": object, "result": "pending", "ready": ready, "desired": desired,
+            }),
+        }).collect::<Vec<_>>(),
     })
+}
+
+/// Polls the cluster's workload objects until all rolled out (or a Job failed), or `timeout`
+/// passes. Polling rather than watching: one LIST per kind and namespace per round.
+async fn wait_for_rollouts(
+    cluster: &Cluster,
+    planned: &ClusterManifests,
+    timeout: Duration,
+) -> Vec<(String, Rollout)> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let interval = Duration::from_millis(
+        std::env::var("BERTH_K8S_POLL_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1000),
+    );
+    let workloads: Vec<&Manifest> = planned
+        .manifests
+        .iter()
+        .filter(|m| matches!(m.kind, Kind::Deployment | Kind::StatefulSet | Kind::Job))
+        .collect();
+    loop {
+        let mut states = Vec::new();
+        for m in &workloads {
+            let live = cluster
+                .get(m.kind, m.namespace.as_deref(), &m.name)
+                .await
+                .ok()
+                .flatten();
+            states.push((m.display_name(), rollout_of(m.kind, live.as_ref())));
+        }
+        let settled = states
+            .iter()
+            .all(|(_, r)| !matches!(r, Rollout::Pending { .. }));
+        if settled || tokio::time::Instant::now() + interval > deadline {
+            return states;
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
+/// The rollout state of a live workload object (`None`: not found).
+fn rollout_of(kind: Kind, live: Option<&Value>) -> Rollout {
+    let int = |ptr: &str| live.and_then(|o| o.pointer(ptr)).and_then(Value::as_i64);
+    match kind {
+        Kind::Job => {
+            let failed = live
+                .and_then(|o| o.pointer("/status/conditions"))
+                .and_then(Value::as_array)
+                .is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == "Failed" && c["status"] == "True")
+                });
+            let desired = int("/spec/completions").unwrap_or(1);
+            let succeeded = int("/status/succeeded").unwrap_or(0);
+            if failed {
+                Rollout::Failed
+            } else if succeeded >= desired {
+                Rollout::Done
+            } else {
+                Rollout::Pending {
+                    ready: succeeded,
+                    desired,
+                }
+            }
+        }
+        _ => {
+            let desired = int("/spec/replicas").unwrap_or(1);
+            let ready = int("/status/readyReplicas").unwrap_or(0);
+            let observed = int("/status/observedGeneration").unwrap_or(0);
+            let generation = int("/metadata/generation").unwrap_or(0);
+            if live.is_some() && ready >= desired && observed >= generation {
+                Rollout::Done
+            } else {
+                Rollout::Pending { ready, desired }
+            }
+        }
+    }
 }
