@@ -42,6 +42,14 @@ fn yaml_of(rendered: &Rendered) -> String {
     for (path, text) in render::yaml_files(rendered) {
         out.push_str(&format!("### {path}\n{text}"));
     }
+    for target in &rendered.gitops {
+        for (name, text) in target.files(&rendered.plan_id) {
+            out.push_str(&format!(
+                "### gitops {} ({}) {}/{name}\n{text}",
+                target.repo, target.branch, target.path
+            ));
+        }
+    }
     for other in &rendered.others {
         out.push_str(&format!(
             "### not handled: `{}` on `{}` ({})\n",
@@ -89,7 +97,15 @@ fn rendered_objects_match_the_kubernetes_schemas() {
             .and_then(|n| n.to_str())
             .expect("name")
             .to_string();
-        for (rel, text) in render::yaml_files(&render::render(&ir, &plan)) {
+        let rendered = render::render(&ir, &plan);
+        // The GitOps folders' objects too (not their kustomization.yaml: not an API object).
+        let gitops = rendered.gitops.iter().flat_map(|t| {
+            t.files(&rendered.plan_id)
+                .into_iter()
+                .filter(|(name, _)| name != "kustomization.yaml")
+                .map(|(name, text)| (format!("arc/{}/{name}", t.target), text))
+        });
+        for (rel, text) in render::yaml_files(&rendered).into_iter().chain(gitops) {
             let path = out.path().join(&name).join(rel);
             std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
             std::fs::write(&path, text).expect("write");

@@ -329,7 +329,12 @@ pub fn render(args: &RenderArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         Err(exit) => return Ok(exit),
     };
     let rendered = k8s::render::render(&input.ir, &input.plan);
-    let files = k8s::render::yaml_files(&rendered);
+    let mut files = k8s::render::yaml_files(&rendered);
+    for target in &rendered.gitops {
+        for (name, text) in target.files(&rendered.plan_id) {
+            files.push((format!("arc/{}/{name}", target.target), text));
+        }
+    }
     let mut written = Vec::new();
     for (rel, text) in &files {
         let path = args.out.join(rel);
@@ -466,7 +471,55 @@ pub fn apply(args: &ApplyArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
             .wait
             .then(|| std::time::Duration::from_secs(args.timeout)),
     };
-    k8s::apply::run(&rendered, &options, ui)
+    let repos = crate::arc::apply(&rendered, args.dry_run);
+    let mut other = serde_json::Map::new();
+    let mut other_failed = false;
+    if !repos.is_empty() {
+        other_failed = repos
+            .iter()
+            .any(|r| matches!(r.outcome, crate::arc::Outcome::Failed(_)));
+        other.insert("gitops".to_string(), gitops_json(&repos));
+        for r in &repos {
+            let line = match &r.outcome {
+                crate::arc::Outcome::Committed(hash) => format!("committed {hash}"),
+                crate::arc::Outcome::Unchanged => "unchanged".to_string(),
+                crate::arc::Outcome::WouldCommit(stat) => {
+                    format!("would commit:\n{}", stat.trim_end())
+                }
+                crate::arc::Outcome::Failed(e) => format!("failed: {e}"),
+            };
+            ui.status(&format_args!(
+                "gitops `{}` ({}) for {}: {line}",
+                r.repo,
+                r.branch,
+                r.targets
+                    .iter()
+                    .map(|t| format!("`{t}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))?;
+        }
+    }
+    k8s::apply::run(&rendered, &options, other, other_failed, ui)
+}
+
+fn gitops_json(repos: &[crate::arc::RepoReport]) -> serde_json::Value {
+    let items: Vec<serde_json::Value> = repos
+        .iter()
+        .map(|r| {
+            let (result, detail) = match &r.outcome {
+                crate::arc::Outcome::Committed(hash) => ("committed", hash.clone()),
+                crate::arc::Outcome::Unchanged => ("unchanged", String::new()),
+                crate::arc::Outcome::WouldCommit(stat) => ("would_commit", stat.clone()),
+                crate::arc::Outcome::Failed(e) => ("failed", e.clone()),
+            };
+            serde_json::json!({
+                "repo": r.repo, "branch": r.branch, "targets": r.targets,
+                "result": result, "detail": detail,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(items)
 }
 
 /// `berth diff`: what `apply` would change, from the servers' dry run.

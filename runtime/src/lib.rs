@@ -3,6 +3,7 @@
 //!
 //! - [`apply`]: `render`, `apply`, `diff`, `approve`, `status`: plan input, refusals,
 //!   dispatch per target runtime.
+//! - [`arc`]: Azure Arc-attached targets: kustomizations committed to a GitOps repository.
 //! - [`cli`]: argument parsing, dispatch and exit codes of the `berth` binary.
 //! - [`files`]: finding and reading `.berth` sources (the compiler never does I/O).
 //! - [`fmt`]: `berth fmt`, with atomic in-place rewrites.
@@ -10,6 +11,7 @@
 //! - [`report`]: human and JSON output, colour decisions.
 
 pub mod apply;
+pub mod arc;
 pub mod cli;
 pub mod files;
 pub mod fmt;

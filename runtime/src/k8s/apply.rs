@@ -123,8 +123,16 @@ impl ClusterReport {
     }
 }
 
-/// Applies `rendered` and prints the results; exit 1 when anything failed or was not applied.
-pub fn run(rendered: &Rendered, options: &Options, ui: &mut Ui<'_>) -> io::Result<Exit> {
+/// Applies `rendered` and prints the results; exit 1 when anything failed or was not applied
+/// (or `other_failed`: another backend's part of the same apply). `other` fields join the
+/// JSON document.
+pub fn run(
+    rendered: &Rendered,
+    options: &Options,
+    other: serde_json::Map<String, Value>,
+    other_failed: bool,
+    ui: &mut Ui<'_>,
+) -> io::Result<Exit> {
     let kubeconfigs = Arc::new(Kubeconfigs::load());
     let progress = ui.output == OutputFormat::Human && io::stderr().is_terminal();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -139,7 +147,15 @@ pub fn run(rendered: &Rendered, options: &Options, ui: &mut Ui<'_>) -> io::Resul
         }
     };
     let reports = runtime.block_on(apply_all(rendered, *options, kubeconfigs.clone(), progress));
-    print(&reports, options, &kubeconfigs, rendered, ui)
+    print(
+        &reports,
+        options,
+        &kubeconfigs,
+        rendered,
+        other,
+        other_failed,
+        ui,
+    )
 }
 
 /// Applies every cluster in parallel; reports in the rendering's (context) order.
@@ -423,9 +439,11 @@ fn print(
     options: &Options,
     kubeconfigs: &Kubeconfigs,
     rendered: &Rendered,
+    other: serde_json::Map<String, Value>,
+    other_failed: bool,
     ui: &mut Ui<'_>,
 ) -> io::Result<Exit> {
-    let failed = reports.iter().any(ClusterReport::failed);
+    let failed = other_failed || reports.iter().any(ClusterReport::failed);
     let exit = if failed {
         Exit::ErrorsFound
     } else {
@@ -442,6 +460,10 @@ fn print(
             "changes": count(reports, Outcome::is_change),
             "failures": count(reports, Outcome::is_failure),
         });
+        let mut doc = doc;
+        if let Value::Object(map) = &mut doc {
+            map.extend(other);
+        }
         writeln!(ui.out, "{}", kubeconfigs.redact(&doc.to_string()))?;
         return Ok(exit);
     }

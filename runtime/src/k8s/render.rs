@@ -192,6 +192,75 @@ pub struct Rendered {
     pub others: Vec<OtherPlacement>,
     /// Plan targets on a kubernetes runtime that have no placement (prune still visits them).
     pub idle_targets: Vec<(String, String)>,
+    /// Arc-attached targets: objects committed to a GitOps repository, in plan order.
+    pub gitops: Vec<GitOpsTarget>,
+}
+
+/// What one Arc-attached target's Flux configuration reconciles: objects written to `path`
+/// on `branch` of `repo`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GitOpsTarget {
+    pub target: String,
+    pub repo: String,
+    pub branch: String,
+    /// The folder of this cluster's kustomization in the repository.
+    pub path: String,
+    pub namespace: String,
+    /// The Namespace first, then each placement's objects.
+    pub manifests: Vec<Manifest>,
+}
+
+impl GitOpsTarget {
+    /// The files of the folder: `NAMESPACE.yaml` and a `kustomization.yaml` naming it.
+    pub fn files(&self, plan_id: &str) -> Vec<(String, String)> {
+        let header =
+            format!("# Rendered by berth from plan {plan_id}. Do not edit: re-render instead.\n");
+        let file = format!("{}.yaml", path_part(&self.namespace));
+        let mut objects = header.clone();
+        for m in &self.manifests {
+            objects.push_str("---\n");
+            objects.push_str(&to_yaml(&m.object));
+        }
+        let kustomization = format!(
+            "{header}apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {file}\n"
+        );
+        vec![
+            ("kustomization.yaml".to_string(), kustomization),
+            (file, objects),
+        ]
+    }
+}
+
+fn gitops_entry<'a>(
+    gitops: &'a mut Vec<GitOpsTarget>,
+    target: &Target,
+    repo: &str,
+    branch: &str,
+    path: &str,
+    namespace: &str,
+    plan_id: &str,
+) -> &'a mut GitOpsTarget {
+    let index = match gitops.iter().position(|g| g.target == target.name) {
+        Some(i) => i,
+        None => {
+            gitops.push(GitOpsTarget {
+                target: target.name.clone(),
+                repo: repo.to_string(),
+                branch: branch.to_string(),
+                path: path.to_string(),
+                namespace: namespace.to_string(),
+                manifests: Vec::new(),
+            });
+            gitops.len() - 1
+        }
+    };
+    let entry = &mut gitops[index];
+    // INVARIANT: the Namespace is first, as in the per-cluster files. `default` always
+    // exists and is not berth's to label.
+    if entry.manifests.is_empty() && namespace != "default" {
+        entry.manifests.push(namespace_object(namespace, plan_id));
+    }
+    entry
 }
 
 /// The runtime kind of a target, as written in the language.
@@ -209,6 +278,7 @@ pub fn runtime_name(runtime: &Runtime) -> &'static str {
 pub fn render(ir: &Ir, plan: &Plan) -> Rendered {
     let mut clusters: BTreeMap<String, ClusterManifests> = BTreeMap::new();
     let mut others = Vec::new();
+    let mut gitops: Vec<GitOpsTarget> = Vec::new();
     for target in &ir.targets {
         if let Runtime::Kubernetes { context, namespace } = &target.runtime {
             let cluster = cluster_entry(&mut clusters, context);
@@ -227,13 +297,55 @@ pub fn render(ir: &Ir, plan: &Plan) -> Rendered {
             let Some(target) = ir.target_by_name(&placement.target).map(|id| ir.target(id)) else {
                 continue;
             };
-            let Runtime::Kubernetes { context, namespace } = &target.runtime else {
-                others.push(OtherPlacement {
-                    workload: wp.workload.clone(),
-                    target: placement.target.clone(),
-                    runtime: runtime_name(&target.runtime),
-                });
-                continue;
+            let pool = placement
+                .pool
+                .as_deref()
+                .and_then(|name| target.pools.iter().find(|p| p.name == name));
+            let (context, namespace) = match &target.runtime {
+                Runtime::Kubernetes { context, namespace } => (context, namespace),
+                Runtime::Arc {
+                    repo,
+                    branch,
+                    path,
+                    namespace,
+                    ..
+                } => {
+                    let shared = wp
+                        .placements
+                        .iter()
+                        .filter(|p| p.target == placement.target)
+                        .count()
+                        > 1;
+                    let site = Site {
+                        ir,
+                        plan,
+                        workload,
+                        target,
+                        placement,
+                        pool,
+                        namespace,
+                        name: object_name(workload, placement, shared),
+                    };
+                    let entry = gitops_entry(
+                        &mut gitops,
+                        target,
+                        repo,
+                        branch,
+                        path,
+                        namespace,
+                        &plan.plan_id,
+                    );
+                    entry.manifests.extend(site.manifests());
+                    continue;
+                }
+                _ => {
+                    others.push(OtherPlacement {
+                        workload: wp.workload.clone(),
+                        target: placement.target.clone(),
+                        runtime: runtime_name(&target.runtime),
+                    });
+                    continue;
+                }
             };
             let shared = wp
                 .placements
@@ -247,10 +359,7 @@ pub fn render(ir: &Ir, plan: &Plan) -> Rendered {
                 workload,
                 target,
                 placement,
-                pool: placement
-                    .pool
-                    .as_deref()
-                    .and_then(|name| target.pools.iter().find(|p| p.name == name)),
+                pool,
                 namespace,
                 name: object_name(workload, placement, shared),
             };
@@ -276,6 +385,7 @@ pub fn render(ir: &Ir, plan: &Plan) -> Rendered {
         clusters: clusters.into_values().collect(),
         others,
         idle_targets,
+        gitops,
     }
 }
 
