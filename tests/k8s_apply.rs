@@ -538,16 +538,23 @@ fn real_cluster_spec(context: &str) -> String {
   cpu    = 2
   memory = 2GiB
 }}
+"#
+    ) + &echo_workload(1, "ports = [8080]")
+}
 
+/// A CPU-only service workload running a `pause` container.
+fn echo_workload(replicas: u32, extra: &str) -> String {
+    format!(
+        r#"
 workload echo {{
   release  = "1.0.0"
   image    = "registry.k8s.io/pause:3.10"
   kind     = service
   class    = development
   identity = service_account("echo")
-  replicas = 1
+  replicas = {replicas}
   resources {{ cpu = 0.1  memory = 64MiB }}
-  ports        = [8080]
+  {extra}
   connectivity = connected
   telemetry {{ export = live }}
 }}
@@ -679,20 +686,8 @@ fn arc_spec(repo: &str, replicas: u32) -> String {
   cpu    = 16
   memory = 64GiB
 }}
-
-workload echo {{
-  release  = "1.0.0"
-  image    = "registry.k8s.io/pause:3.10"
-  kind     = service
-  class    = development
-  identity = service_account("echo")
-  replicas = {replicas}
-  resources {{ cpu = 0.1  memory = 64MiB }}
-  connectivity = connected
-  telemetry {{ export = live }}
-}}
 "#
-    )
+    ) + &echo_workload(replicas, "")
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {

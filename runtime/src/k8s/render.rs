@@ -234,10 +234,7 @@ impl GitOpsTarget {
 fn gitops_entry<'a>(
     gitops: &'a mut Vec<GitOpsTarget>,
     target: &Target,
-    repo: &str,
-    branch: &str,
-    path: &str,
-    namespace: &str,
+    (repo, branch, path, namespace): (&str, &str, &str, &str),
     plan_id: &str,
 ) -> &'a mut GitOpsTarget {
     let index = match gitops.iter().position(|g| g.target == target.name) {
@@ -297,12 +294,32 @@ pub fn render(ir: &Ir, plan: &Plan) -> Rendered {
             let Some(target) = ir.target_by_name(&placement.target).map(|id| ir.target(id)) else {
                 continue;
             };
-            let pool = placement
-                .pool
-                .as_deref()
-                .and_then(|name| target.pools.iter().find(|p| p.name == name));
-            let (context, namespace) = match &target.runtime {
-                Runtime::Kubernetes { context, namespace } => (context, namespace),
+            // Several placements of one workload in one namespace need distinct names.
+            let sharing = |namespace: &str, same: &dyn Fn(&Placement) -> bool| {
+                let shared = wp.placements.iter().filter(|p| same(p)).count() > 1;
+                Site {
+                    ir,
+                    plan,
+                    workload,
+                    target,
+                    placement,
+                    pool: placement
+                        .pool
+                        .as_deref()
+                        .and_then(|name| target.pools.iter().find(|p| p.name == name)),
+                    namespace: namespace.to_string(),
+                    name: object_name(workload, placement, shared),
+                }
+            };
+            match &target.runtime {
+                Runtime::Kubernetes { context, namespace } => {
+                    let site = sharing(namespace, &|p| {
+                        same_namespace(ir, &p.target, context, namespace)
+                    });
+                    cluster_entry(&mut clusters, context)
+                        .manifests
+                        .extend(site.manifests());
+                }
                 Runtime::Arc {
                     repo,
                     branch,
@@ -310,62 +327,22 @@ pub fn render(ir: &Ir, plan: &Plan) -> Rendered {
                     namespace,
                     ..
                 } => {
-                    let shared = wp
-                        .placements
-                        .iter()
-                        .filter(|p| p.target == placement.target)
-                        .count()
-                        > 1;
-                    let site = Site {
-                        ir,
-                        plan,
-                        workload,
-                        target,
-                        placement,
-                        pool,
-                        namespace,
-                        name: object_name(workload, placement, shared),
-                    };
-                    let entry = gitops_entry(
+                    let site = sharing(namespace, &|p| p.target == placement.target);
+                    gitops_entry(
                         &mut gitops,
                         target,
-                        repo,
-                        branch,
-                        path,
-                        namespace,
+                        (repo, branch, path, namespace),
                         &plan.plan_id,
-                    );
-                    entry.manifests.extend(site.manifests());
-                    continue;
+                    )
+                    .manifests
+                    .extend(site.manifests());
                 }
-                _ => {
-                    others.push(OtherPlacement {
-                        workload: wp.workload.clone(),
-                        target: placement.target.clone(),
-                        runtime: runtime_name(&target.runtime),
-                    });
-                    continue;
-                }
-            };
-            let shared = wp
-                .placements
-                .iter()
-                .filter(|p| same_namespace(ir, &p.target, context, namespace))
-                .count()
-                > 1;
-            let site = Site {
-                ir,
-                plan,
-                workload,
-                target,
-                placement,
-                pool,
-                namespace,
-                name: object_name(workload, placement, shared),
-            };
-            cluster_entry(&mut clusters, context)
-                .manifests
-                .extend(site.manifests());
+                Runtime::Edge { .. } | Runtime::Local => others.push(OtherPlacement {
+                    workload: wp.workload.clone(),
+                    target: placement.target.clone(),
+                    runtime: runtime_name(&target.runtime),
+                }),
+            }
         }
     }
     let idle_targets = ir
@@ -482,7 +459,7 @@ struct Site<'a> {
     target: &'a Target,
     placement: &'a Placement,
     pool: Option<&'a Pool>,
-    namespace: &'a str,
+    namespace: String,
     name: String,
 }
 
@@ -587,7 +564,12 @@ impl Site<'_> {
             data: Some(data),
             ..ConfigMap::default()
         };
-        Manifest::of(Kind::ConfigMap, Some(self.namespace), &name, &typed)
+        Manifest::of(
+            Kind::ConfigMap,
+            Some(self.namespace.as_str()),
+            &name,
+            &typed,
+        )
     }
 
     fn service(&self) -> Option<Manifest> {
@@ -619,7 +601,7 @@ impl Site<'_> {
         };
         Some(Manifest::of(
             Kind::Service,
-            Some(self.namespace),
+            Some(self.namespace.as_str()),
             &self.name,
             &typed,
         ))
@@ -633,7 +615,7 @@ impl Site<'_> {
             ..LabelSelector::default()
         };
         let metadata = self.metadata(self.name.clone());
-        let ns = Some(self.namespace);
+        let ns = Some(self.namespace.as_str());
         match self.workload.kind {
             WorkloadKind::Service | WorkloadKind::Agent => Manifest::of(
                 Kind::Deployment,
