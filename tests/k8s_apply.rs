@@ -770,3 +770,26 @@ fn arc_targets_are_committed_to_the_gitops_repository() {
     assert_eq!(log.lines().count(), 2, "{log}");
     assert!(git(&bare, &["show", "main:clusters/eu/ml.yaml"]).contains("replicas: 2"));
 }
+
+#[test]
+fn json_output_is_one_document_and_a_spec_directory_is_planned_on_the_spot() {
+    let s = Setup::new();
+    let (code, out, err) = s.berth(&["--output", "json", "apply", s.plan_path(), "--spec", SPEC]);
+    assert_eq!(code, 0, "{err}");
+    let doc: Value = serde_json::from_str(&out).expect("one JSON document");
+    assert_eq!(doc["dry_run"], false);
+    assert!(doc["changes"].as_u64().expect("changes") > 0, "{doc}");
+    assert_eq!(doc["failures"], 0);
+    let contexts: Vec<&str> = doc["clusters"]
+        .as_array()
+        .expect("clusters")
+        .iter()
+        .filter_map(|c| c["context"].as_str())
+        .collect();
+    assert_eq!(contexts, vec!["eks-gpu-burst", "fra-gpu-prod"]);
+
+    let out_dir = s.dir.path().join("now");
+    let (code, _, err) = s.berth(&["render", SPEC, "-o", out_dir.to_str().expect("utf-8")]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out_dir.join("fra-gpu-prod/ml.yaml").is_file(), "{err}");
+}
