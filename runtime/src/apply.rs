@@ -1,261 +1,570 @@
-//! `berth apply`: plan a spec and hand each target's slice to the backend of its runtime kind:
-//! edge targets get signed bundles published to a bundle store, `local` targets run in an
-//! agent embedded in this process (foreground, until Ctrl-C), Kubernetes and Arc targets go to
-//! the Kubernetes backend.
+//! `berth render`, `berth apply`, `berth diff`, `berth approve` and `berth status`: the plan
+//! to apply (a saved plan with its spec, or a spec planned now), the refusals that keep a
+//! stale, unapproved or unverified plan off the clusters, and dispatch per target runtime.
+//!
+//! Kubernetes targets go to [`crate::k8s`], Arc targets to [`crate::arc`], edge and `local`
+//! targets to [`crate::edge_apply`] (after the clusters: local targets run in the foreground).
 
-use crate::agent::{self, Agent, Config, Feed, GpuChoice};
-use crate::bundle::store::Location;
-use crate::bundle::{Bundle, TargetKind, keys};
 use crate::cli::Exit;
 use crate::files::{self, FsReader};
-use crate::report::Ui;
-use berth_compiler::driver::{self, PlanFailure};
+use crate::k8s;
+use crate::report::{OutputFormat, Ui};
+use berth_compiler::driver;
+use berth_compiler::ir::Ir;
+use berth_compiler::plan::Plan;
+use serde::{Deserialize, Serialize};
+use std::fmt;
 use std::io;
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
 
-#[derive(Debug, clap::Args)]
+/// Where the plan comes from (shared by every command here).
+#[derive(Debug, Clone, clap::Args)]
+pub struct PlanArgs {
+    /// A saved plan (`plan.json`, applied with `--spec`) or a spec directory planned now.
+    #[arg(value_name = "PLAN|SPEC")]
+    pub input: PathBuf,
+    /// The spec a saved plan was made from; its digest must match the plan's.
+    #[arg(long, value_name = "DIR")]
+    pub spec: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct RenderArgs {
+    #[command(flatten)]
+    pub plan: PlanArgs,
+    /// Directory the YAML files are written to (`CONTEXT/NAMESPACE.yaml`).
+    #[arg(short = 'o', long = "out", value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Clone, clap::Args)]
 pub struct ApplyArgs {
-    /// The spec directory (its `.berth` files form one spec).
-    #[arg(value_name = "PATH", required = true)]
-    pub paths: Vec<PathBuf>,
-    /// Where edge targets' bundles are published: a directory or an http(s) URL taking PUT.
-    #[arg(long, value_name = "STORE")]
-    pub bundles: Option<String>,
-    /// The secret key bundles are signed with (`berth keys generate`).
-    #[arg(long, value_name = "KEY")]
-    pub key: Option<PathBuf>,
-    /// State directory of the embedded agent running `local` targets.
-    #[arg(long, value_name = "DIR", default_value = ".berth/local")]
-    pub state: PathBuf,
-    /// Stop local workloads after this many seconds instead of waiting for Ctrl-C.
-    #[arg(long, value_name = "SECONDS")]
-    pub run_for: Option<f64>,
+    #[command(flatten)]
+    pub plan: PlanArgs,
+    /// Ask the servers to dry-run every apply and print a diff per object; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Delete berth-managed objects of earlier plans that this plan no longer has.
+    #[arg(long)]
+    pub prune: bool,
+    /// Take ownership of fields another field manager owns (server-side apply `force`).
+    #[arg(long)]
+    pub force_conflicts: bool,
+    /// Most requests in flight per cluster.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub concurrency: usize,
+    /// Wait for rollouts: Deployments and StatefulSets ready, Jobs complete.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long `--wait` waits, in seconds.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS", requires = "wait")]
+    pub timeout: u64,
+    #[command(flatten)]
+    pub edge: crate::edge_apply::EdgeArgs,
 }
 
-/// What happened to one target.
-enum Outcome {
-    Published { generation: u64, address: String },
-    Local(Bundle),
-    Skipped(String),
+#[derive(Debug, Clone, clap::Args)]
+pub struct DiffArgs {
+    #[command(flatten)]
+    pub plan: PlanArgs,
 }
 
-pub fn run(args: ApplyArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
-    let loaded = match files::load(&args.paths, &FsReader) {
-        Ok(loaded) => loaded,
-        Err(errors) => {
-            for error in &errors {
+#[derive(Debug, Clone, clap::Args)]
+pub struct ApproveArgs {
+    /// The saved plan to approve.
+    #[arg(value_name = "PLAN")]
+    pub plan: PathBuf,
+    /// Who approves (must be one of the approvers the policy names, when it names any).
+    #[arg(long, value_name = "NAME")]
+    pub by: String,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub plan: PlanArgs,
+}
+
+/// A plan and the IR of its spec, ready to render.
+pub struct PlanInput {
+    pub ir: Ir,
+    pub plan: Plan,
+    /// The saved plan's path (where its approval file lives); `None` for a spec planned now.
+    pub path: Option<PathBuf>,
+}
+
+/// Why there is no plan to work with (exit 2: nothing was checked).
+#[derive(Debug)]
+pub enum InputProblem {
+    Load(Vec<files::LoadError>),
+    NotOneSpec(usize),
+    ReadPlan { path: PathBuf, error: String },
+    NeedsSpec(PathBuf),
+}
+
+/// Why a plan is not applied (exit 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The spec has errors.
+    SpecErrors(usize),
+    /// The spec changed since the plan was made.
+    DigestMismatch { recorded: String, computed: String },
+    /// The verifier rejects the plan.
+    Unverified(Vec<String>),
+    /// Workloads whose placements await approval: `(workload, policy)`.
+    AwaitingApproval(Vec<(String, String)>),
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::SpecErrors(n) => write!(f, "the spec has {n} error(s); nothing is applied"),
+            Refusal::DigestMismatch { recorded, computed } => write!(
+                f,
+                "the spec changed since the plan was made (plan `{recorded}`, spec `{computed}`)"
+            ),
+            Refusal::Unverified(v) => {
+                write!(f, "the plan fails verification: {}", v.join("; "))
+            }
+            Refusal::AwaitingApproval(w) => {
+                let list: Vec<String> = w
+                    .iter()
+                    .map(|(w, p)| format!("`{w}` (policy `{p}`)"))
+                    .collect();
+                write!(f, "placements await approval: {}", list.join(", "))
+            }
+        }
+    }
+}
+
+impl Refusal {
+    fn hint(&self) -> &'static str {
+        match self {
+            Refusal::SpecErrors(_) => "run `berth check` on the spec",
+            Refusal::DigestMismatch { .. } => "plan again from the current spec",
+            Refusal::Unverified(_) => "plan again; a plan that fails verification is never applied",
+            Refusal::AwaitingApproval(_) => {
+                "save the plan, then `berth approve PLAN --by NAME` and apply the saved plan"
+            }
+        }
+    }
+}
+
+/// What an approval file holds: who approved which plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRecord {
+    /// Always `berth.approval/v1`.
+    pub format: String,
+    /// The approved plan's id: the approval is void for any other plan.
+    pub plan_id: String,
+    pub approved_by: String,
+    /// RFC 3339, UTC.
+    pub approved_at: String,
+    /// The workloads that awaited approval.
+    pub workloads: Vec<String>,
+}
+
+const APPROVAL_FORMAT: &str = "berth.approval/v1";
+
+/// The approval file of a saved plan: `plan.json` → `plan.approval.json`.
+pub fn approval_path(plan: &Path) -> PathBuf {
+    plan.with_extension("approval.json")
+}
+
+/// Loads the plan to work with. A saved plan must come with its spec (`--spec`); its digest
+/// and verification are checked later by [`refusals`].
+pub fn load_input(args: &PlanArgs) -> Result<Result<PlanInput, Refusal>, InputProblem> {
+    let is_plan_file = args.input.is_file()
+        && args
+            .input
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    if !is_plan_file {
+        return plan_spec(&args.input);
+    }
+    let text = std::fs::read_to_string(&args.input).map_err(|e| InputProblem::ReadPlan {
+        path: args.input.clone(),
+        error: e.to_string(),
+    })?;
+    let plan: Plan = serde_json::from_str(&text).map_err(|e| InputProblem::ReadPlan {
+        path: args.input.clone(),
+        error: e.to_string(),
+    })?;
+    let Some(spec) = &args.spec else {
+        return Err(InputProblem::NeedsSpec(args.input.clone()));
+    };
+    let sources = spec_sources(spec)?;
+    let compiled = driver::compile(&sources);
+    let Some(ir) = compiled.ir else {
+        let errors = compiled.diagnostics.iter().filter(|d| d.is_error()).count();
+        return Ok(Err(Refusal::SpecErrors(errors)));
+    };
+    let computed = driver::source_digest(&sources);
+    if computed != plan.source_digest {
+        return Ok(Err(Refusal::DigestMismatch {
+            recorded: plan.source_digest.clone(),
+            computed,
+        }));
+    }
+    let at = plan.at.parse::<jiff::Timestamp>().ok();
+    let verdict = match at {
+        Some(at) => berth_compiler::verify::verify(&ir, &plan, at)
+            .map_err(|v| v.iter().map(|v| v.to_string()).collect()),
+        None => Err(vec![format!(
+            "the plan instant `{}` is not a time",
+            plan.at
+        )]),
+    };
+    if let Err(violations) = verdict {
+        return Ok(Err(Refusal::Unverified(violations)));
+    }
+    Ok(Ok(PlanInput {
+        ir,
+        plan,
+        path: Some(args.input.clone()),
+    }))
+}
+
+/// The one spec at `path`, its files named relative to it (what `berth plan` digests).
+fn spec_sources(path: &Path) -> Result<berth_compiler::source::SourceMap, InputProblem> {
+    let loaded = files::load(&[path.to_path_buf()], &FsReader).map_err(InputProblem::Load)?;
+    let specs = loaded.specs();
+    if specs.len() != 1 {
+        return Err(InputProblem::NotOneSpec(specs.len()));
+    }
+    Ok(crate::planning::spec::relative_sources(path, &loaded))
+}
+
+fn plan_spec(path: &Path) -> Result<Result<PlanInput, Refusal>, InputProblem> {
+    let sources = spec_sources(path)?;
+    match driver::plan(&sources, jiff::Timestamp::now()) {
+        Ok(planned) => Ok(Ok(PlanInput {
+            ir: planned.ir,
+            plan: planned.plan,
+            path: None,
+        })),
+        Err(driver::PlanFailure::Spec(diags)) => Ok(Err(Refusal::SpecErrors(
+            diags.iter().filter(|d| d.is_error()).count(),
+        ))),
+        Err(driver::PlanFailure::Unverified { violations, .. }) => Ok(Err(Refusal::Unverified(
+            violations.iter().map(|v| v.to_string()).collect(),
+        ))),
+    }
+}
+
+/// Placements awaiting an approval this plan does not have.
+pub fn unapproved(input: &PlanInput) -> Option<Refusal> {
+    let waiting: Vec<(String, String)> = input
+        .plan
+        .workloads
+        .iter()
+        .filter_map(|w| {
+            w.approval
+                .as_ref()
+                .map(|a| (w.workload.clone(), a.policy.clone()))
+        })
+        .collect();
+    if waiting.is_empty() {
+        return None;
+    }
+    let approved = input
+        .path
+        .as_deref()
+        .and_then(|p| std::fs::read_to_string(approval_path(p)).ok())
+        .and_then(|text| serde_json::from_str::<ApprovalRecord>(&text).ok())
+        .filter(|r| r.format == APPROVAL_FORMAT && r.plan_id == input.plan.plan_id);
+    let missing: Vec<(String, String)> = waiting
+        .into_iter()
+        .filter(|(w, _)| !approved.as_ref().is_some_and(|r| r.workloads.contains(w)))
+        .collect();
+    (!missing.is_empty()).then_some(Refusal::AwaitingApproval(missing))
+}
+
+fn input_problem(problem: &InputProblem, ui: &mut Ui<'_>) -> io::Result<Exit> {
+    match problem {
+        InputProblem::Load(errors) => {
+            for error in errors {
                 ui.problem(error, Some(error.hint()))?;
             }
-            return Ok(Exit::Trouble);
         }
-    };
-    if loaded.specs().len() != 1 {
-        ui.problem(
-            &format_args!(
-                "`berth apply` takes one spec, but the paths hold {}",
-                loaded.specs().len()
-            ),
+        InputProblem::NotOneSpec(n) => ui.problem(
+            &format_args!("this command takes one spec, but the path holds {n}"),
             Some("name one spec directory (its files form one spec)"),
-        )?;
-        return Ok(Exit::Trouble);
+        )?,
+        InputProblem::ReadPlan { path, error } => ui.problem(
+            &format_args!("cannot read the plan `{}`: {error}", path.display()),
+            Some("a plan is the JSON `berth plan -o FILE` writes"),
+        )?,
+        InputProblem::NeedsSpec(path) => ui.problem(
+            &format_args!("the saved plan `{}` needs its spec", path.display()),
+            Some("add `--spec DIR`: its digest is checked against the plan's"),
+        )?,
     }
-    let planned = match driver::plan(&loaded.sources, jiff::Timestamp::now()) {
-        Ok(planned) => planned,
-        Err(PlanFailure::Spec(diagnostics)) => {
-            ui.diagnostics(&diagnostics, &loaded.sources, serde_json::Map::new())?;
-            ui.summary(&diagnostics, loaded.sources.len())?;
-            return Ok(Exit::ErrorsFound);
+    Ok(Exit::Trouble)
+}
+
+fn refused(refusal: &Refusal, ui: &mut Ui<'_>) -> io::Result<Exit> {
+    ui.problem(refusal, Some(refusal.hint()))?;
+    if ui.output == OutputFormat::Json {
+        let doc = serde_json::json!({ "refused": refusal.to_string() });
+        writeln!(ui.out, "{doc}")?;
+    }
+    Ok(Exit::ErrorsFound)
+}
+
+/// Loads the input and applies the refusals every command shares; `approval` also refuses
+/// placements awaiting approval.
+fn input_or_exit(
+    args: &PlanArgs,
+    approval: bool,
+    ui: &mut Ui<'_>,
+) -> io::Result<Result<PlanInput, Exit>> {
+    let input = match load_input(args) {
+        Err(problem) => return input_problem(&problem, ui).map(Err),
+        Ok(Err(refusal)) => return refused(&refusal, ui).map(Err),
+        Ok(Ok(input)) => input,
+    };
+    if approval && let Some(refusal) = unapproved(&input) {
+        return refused(&refusal, ui).map(Err);
+    }
+    Ok(Ok(input))
+}
+
+/// `berth render`: YAML per cluster and namespace under `--out`.
+pub fn render(args: &RenderArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
+    let input = match input_or_exit(&args.plan, false, ui)? {
+        Ok(input) => input,
+        Err(exit) => return Ok(exit),
+    };
+    let rendered = k8s::render::render(&input.ir, &input.plan);
+    let mut files = k8s::render::yaml_files(&rendered);
+    for target in &rendered.gitops {
+        for (name, text) in target.files(&rendered.plan_id) {
+            files.push((format!("arc/{}/{name}", target.target), text));
         }
-        Err(PlanFailure::Unverified { violations, .. }) => {
+    }
+    let mut written = Vec::new();
+    for (rel, text) in &files {
+        let path = args.out.join(rel);
+        let result = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&path, text));
+        if let Err(e) = result {
             ui.problem(
-                &format_args!(
-                    "the plan failed verification ({} violations): nothing applied",
-                    violations.len()
-                ),
-                Some("this is a bug in the placement engine; please report it"),
+                &format_args!("cannot write `{}`: {e}", path.display()),
+                Some("check that the output directory is writable"),
             )?;
             return Ok(Exit::Trouble);
         }
-    };
-    let (ir, plan) = (&planned.ir, &planned.plan);
-    if !plan.feasible {
-        ui.status(&"warning: the plan is not feasible; applying what was placed")?;
+        written.push(path.display().to_string());
     }
-    let Some(runtime) = agent::cli::async_runtime(ui)? else {
-        return Ok(Exit::Trouble);
+    for other in &rendered.others {
+        ui.status(&format_args!(
+            "note: `{}` on `{}` ({}) is not handled by this backend",
+            other.workload, other.target, other.runtime
+        ))?;
+    }
+    let objects: usize = rendered.clusters.iter().map(|c| c.manifests.len()).sum();
+    ui.status(&format_args!(
+        "rendered {objects} object(s) into {} file(s) under `{}`",
+        written.len(),
+        args.out.display()
+    ))?;
+    if ui.output == OutputFormat::Json {
+        let doc = serde_json::json!({
+            "plan_id": rendered.plan_id,
+            "files": written,
+            "objects": objects,
+            "not_handled": rendered.others.iter().map(|o| serde_json::json!({
+                "workload": o.workload, "target": o.target, "runtime": o.runtime,
+            })).collect::<Vec<_>>(),
+        });
+        writeln!(ui.out, "{doc}")?;
+    }
+    Ok(Exit::Clean)
+}
+
+/// `berth approve PLAN --by NAME`: writes `PLAN.approval.json`, bound to the plan's id.
+pub fn approve(args: &ApproveArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
+    let plan: Plan = match std::fs::read_to_string(&args.plan)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+    {
+        Ok(plan) => plan,
+        Err(error) => {
+            return input_problem(
+                &InputProblem::ReadPlan {
+                    path: args.plan.clone(),
+                    error,
+                },
+                ui,
+            );
+        }
     };
-    let signing = match &args.key {
-        Some(path) => match keys::read_signing(path) {
-            Ok(key) => Some(key),
-            Err(e) => {
-                ui.problem(
-                    &e,
-                    Some("--key takes the .key file `berth keys generate` wrote"),
-                )?;
-                return Ok(Exit::Trouble);
-            }
-        },
-        None => None,
-    };
-    let client = reqwest::Client::new();
-    let mut exit = Exit::Clean;
-    let mut locals = Vec::new();
-    for target in &ir.targets {
-        let placed = plan
-            .workloads
-            .iter()
-            .any(|w| w.placements.iter().any(|p| p.target == target.name));
-        if !placed {
+    let mut workloads = Vec::new();
+    for w in &plan.workloads {
+        let Some(approval) = &w.approval else {
             continue;
-        }
-        let outcome = match TargetKind::of(&target.runtime) {
-            TargetKind::Edge => match (&args.bundles, &signing) {
-                (Some(store), Some(key)) => {
-                    let location = Location::parse(store);
-                    let published = runtime.block_on(async {
-                        let generation =
-                            location.published_generation(&client, &target.name).await + 1;
-                        let bundle = Bundle::from_plan(ir, plan, &target.name, generation);
-                        let address = location
-                            .publish(&client, &target.name, &bundle.sign(key))
-                            .await?;
-                        Ok::<_, crate::bundle::store::StoreError>(Outcome::Published {
-                            generation,
-                            address,
-                        })
-                    });
-                    published.unwrap_or_else(|e| {
-                        exit = Exit::Trouble;
-                        Outcome::Skipped(e.to_string())
-                    })
-                }
-                _ => Outcome::Skipped("edge targets need --bundles STORE and --key KEY".into()),
-            },
-            TargetKind::Local => Outcome::Local(Bundle::from_plan(ir, plan, &target.name, 0)),
-            TargetKind::Kubernetes | TargetKind::Arc => {
-                Outcome::Skipped("handled by the kubernetes backend".into())
-            }
         };
-        match outcome {
-            Outcome::Published {
-                generation,
-                address,
-            } => ui.status(&format_args!(
-                "target `{}`: bundle generation {generation} published to {address}",
-                target.name
-            ))?,
-            Outcome::Skipped(why) => ui.status(&format_args!(
-                "target `{}`: not applied: {why}",
-                target.name
-            ))?,
-            Outcome::Local(bundle) => locals.push(bundle),
+        if !approval.approvers.is_empty() && !approval.approvers.contains(&args.by) {
+            ui.problem(
+                &format_args!(
+                    "`{}` may not approve `{}`: policy `{}` names {}",
+                    args.by,
+                    w.workload,
+                    approval.policy,
+                    approval
+                        .approvers
+                        .iter()
+                        .map(|a| format!("`{a}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                Some("approve with `--by` one of the approvers the policy names"),
+            )?;
+            return Ok(Exit::ErrorsFound);
         }
+        workloads.push(w.workload.clone());
     }
-    if locals.is_empty() {
-        return Ok(exit);
+    if workloads.is_empty() {
+        ui.status(&"nothing in this plan awaits approval")?;
+        return Ok(Exit::Clean);
     }
-    let run_for = args
-        .run_for
-        .and_then(|s| Duration::try_from_secs_f64(s).ok());
-    runtime.block_on(run_locals(locals, &args.state, run_for, ui))?;
+    let record = ApprovalRecord {
+        format: APPROVAL_FORMAT.to_string(),
+        plan_id: plan.plan_id.clone(),
+        approved_by: args.by.clone(),
+        approved_at: jiff::Timestamp::now().to_string(),
+        workloads,
+    };
+    let path = approval_path(&args.plan);
+    let text = serde_json::to_string_pretty(&record).unwrap_or_default() + "\n";
+    if let Err(e) = std::fs::write(&path, text) {
+        ui.problem(
+            &format_args!("cannot write `{}`: {e}", path.display()),
+            Some("check that the plan's directory is writable"),
+        )?;
+        return Ok(Exit::Trouble);
+    }
+    ui.status(&format_args!(
+        "approved {} workload(s) of plan {} by `{}`: `{}`",
+        record.workloads.len(),
+        record.plan_id,
+        record.approved_by,
+        path.display()
+    ))?;
+    Ok(Exit::Clean)
+}
+
+/// `berth apply` (and `berth diff`, an apply in dry-run mode).
+pub fn apply(args: &ApplyArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
+    let input = match input_or_exit(&args.plan, !args.dry_run, ui)? {
+        Ok(input) => input,
+        Err(exit) => return Ok(exit),
+    };
+    let rendered = k8s::render::render(&input.ir, &input.plan);
+    let edge = crate::edge_apply::has_targets(&input.ir, &input.plan);
+    if edge && args.dry_run {
+        ui.status(&"note: edge and local targets are not applied in a dry run")?;
+    }
+    let clusters = !rendered.clusters.is_empty() || !rendered.gitops.is_empty();
+    let mut exit = Exit::Clean;
+    if clusters || !edge {
+        exit = apply_clusters(args, &rendered, ui)?;
+    }
+    if edge && !args.dry_run && exit == Exit::Clean {
+        exit = crate::edge_apply::run(&input.ir, &input.plan, &args.edge, ui)?;
+    }
     Ok(exit)
 }
 
-/// Runs the local targets' bundles in embedded agents until Ctrl-C (or `run_for`).
-async fn run_locals(
-    locals: Vec<Bundle>,
-    state: &std::path::Path,
-    run_for: Option<Duration>,
+/// The Kubernetes and Arc part of `berth apply`.
+fn apply_clusters(
+    args: &ApplyArgs,
+    rendered: &k8s::render::Rendered,
     ui: &mut Ui<'_>,
-) -> io::Result<()> {
-    let mut agents: Vec<Arc<Agent>> = Vec::new();
-    for mut bundle in locals {
-        let config = Config {
-            state_dir: state.join(&bundle.target),
-            feed: Feed::Embedded,
-            target: Some(bundle.target.clone()),
-            cache_budget: 50 << 30,
-            max_events: 100_000,
-            gpu: GpuChoice::Nvml,
-            gpu_interval: Duration::from_secs(1),
-            gpu_process_every: 10,
-            gpu_record_interval: Duration::from_secs(60),
-        };
-        let agent = match Agent::open(config) {
-            Ok(agent) => agent,
-            Err(e) => {
-                ui.problem(&e, Some("is another `berth apply` running this spec?"))?;
-                continue;
-            }
-        };
-        // A new generation only when the workloads changed (the plan id changes with every
-        // plan instant).
-        let held = agent.current();
-        bundle.generation = held.as_ref().map_or(0, |h| h.generation);
-        if let Some(held) = held.as_ref().filter(|h| h.workloads == bundle.workloads) {
-            bundle = held.clone();
-        } else {
-            bundle.generation += 1;
-            if let Err(e) =
-                agent.install(&bundle.unsigned_envelope().to_bytes(), None, bundle.clone())
-            {
-                ui.problem(&format_args!("target `{}`: {e}", bundle.target), None)?;
-                continue;
-            }
-        }
-        ui.status(&format_args!(
-            "target `{}`: running {} workload(s) here (generation {}, state in {})",
-            bundle.target,
-            bundle.workloads.len(),
-            bundle.generation,
-            state.join(&bundle.target).display()
-        ))?;
-        agents.push(agent);
-    }
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let tasks: Vec<_> = agents
-        .iter()
-        .map(|agent| {
-            let mut stopped = stopped.clone();
-            tokio::spawn(agent.clone().run(async move {
-                let _ = stopped.changed().await;
-            }))
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    for agent in &agents {
-        let status = agent.status().await;
-        for w in status["workloads"].as_array().into_iter().flatten() {
-            let pids: Vec<String> = w["replicas"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|r| r["pid"].as_u64().map(|p| p.to_string()))
-                .collect();
-            let reason = w["reason"]
-                .as_str()
-                .map(|r| format!(": {r}"))
-                .unwrap_or_default();
+) -> io::Result<Exit> {
+    let options = k8s::apply::Options {
+        dry_run: args.dry_run,
+        prune: args.prune,
+        force_conflicts: args.force_conflicts,
+        concurrency: args.concurrency.max(1),
+        wait: args
+            .wait
+            .then(|| std::time::Duration::from_secs(args.timeout)),
+    };
+    let repos = crate::arc::apply(rendered, args.dry_run);
+    let mut other = serde_json::Map::new();
+    let mut other_failed = false;
+    if !repos.is_empty() {
+        other_failed = repos
+            .iter()
+            .any(|r| matches!(r.outcome, crate::arc::Outcome::Failed(_)));
+        other.insert("gitops".to_string(), gitops_json(&repos));
+        for r in &repos {
+            let line = match &r.outcome {
+                crate::arc::Outcome::Committed(hash) => format!("committed {hash}"),
+                crate::arc::Outcome::Unchanged => "unchanged".to_string(),
+                crate::arc::Outcome::WouldCommit(stat) => {
+                    format!("would commit:\n{}", stat.trim_end())
+                }
+                crate::arc::Outcome::Failed(e) => format!("failed: {e}"),
+            };
             ui.status(&format_args!(
-                "  {} {} (pids {}){reason}",
-                w["name"].as_str().unwrap_or_default(),
-                w["state"].as_str().unwrap_or_default(),
-                pids.join(", ")
+                "gitops `{}` ({}) for {}: {line}",
+                r.repo,
+                r.branch,
+                r.targets
+                    .iter()
+                    .map(|t| format!("`{t}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ))?;
         }
     }
-    ui.status(&"press Ctrl-C to stop")?;
-    ui.err.flush()?;
-    match run_for {
-        Some(d) => tokio::time::sleep(d).await,
-        None => agent::cli::shutdown_signal().await,
-    }
-    let _ = stop.send(true);
-    for task in tasks {
-        let _ = task.await;
-    }
-    ui.status(&"stopped")?;
-    Ok(())
+    k8s::apply::run(rendered, &options, other, other_failed, ui)
+}
+
+fn gitops_json(repos: &[crate::arc::RepoReport]) -> serde_json::Value {
+    let items: Vec<serde_json::Value> = repos
+        .iter()
+        .map(|r| {
+            let (result, detail) = match &r.outcome {
+                crate::arc::Outcome::Committed(hash) => ("committed", hash.clone()),
+                crate::arc::Outcome::Unchanged => ("unchanged", String::new()),
+                crate::arc::Outcome::WouldCommit(stat) => ("would_commit", stat.clone()),
+                crate::arc::Outcome::Failed(e) => ("failed", e.clone()),
+            };
+            serde_json::json!({
+                "repo": r.repo, "branch": r.branch, "targets": r.targets,
+                "result": result, "detail": detail,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(items)
+}
+
+/// `berth diff`: what `apply` would change, from the servers' dry run.
+pub fn diff(args: &DiffArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
+    let apply_args = ApplyArgs {
+        plan: args.plan.clone(),
+        dry_run: true,
+        prune: false,
+        force_conflicts: false,
+        concurrency: 8,
+        wait: false,
+        timeout: 300,
+        edge: crate::edge_apply::EdgeArgs::default(),
+    };
+    apply(&apply_args, ui)
+}
+
+/// `berth status`: live replicas and GPU allocation of the plan's clusters.
+pub fn status(args: &StatusArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
+    let input = match input_or_exit(&args.plan, false, ui)? {
+        Ok(input) => input,
+        Err(exit) => return Ok(exit),
+    };
+    k8s::status::run(&input.ir, &input.plan, ui)
 }

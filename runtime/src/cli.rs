@@ -74,10 +74,18 @@ pub enum Command {
     Keys(crate::agent::cli::KeysCommand),
     /// Run the edge agent: pull signed bundles, run their workloads, buffer telemetry.
     Agent(crate::agent::cli::AgentArgs),
-    /// Plan a spec and apply it: edge bundles published, local targets run here.
-    Apply(crate::apply::ApplyArgs),
     /// Run the language server on stdin and stdout (for editors; see docs/editors.md).
     Lsp,
+    /// Render the plan's Kubernetes objects as YAML, one file per cluster and namespace.
+    Render(crate::apply::RenderArgs),
+    /// Server-side apply the plan to its clusters (`--dry-run` shows a diff per object).
+    Apply(crate::apply::ApplyArgs),
+    /// Show what `apply` would change, from the servers' dry run.
+    Diff(crate::apply::DiffArgs),
+    /// Record an approval of a saved plan's placements (`PLAN.approval.json`).
+    Approve(crate::apply::ApproveArgs),
+    /// Desired vs ready replicas and live GPU allocation of the plan's clusters.
+    Status(crate::apply::StatusArgs),
 }
 
 /// A compiled form `berth check --emit` prints.
@@ -158,8 +166,12 @@ fn dispatch(command: Command, ui: &mut Ui<'_>) -> io::Result<Exit> {
         }
         Command::Keys(command) => crate::agent::cli::keys(command, ui),
         Command::Agent(args) => crate::agent::cli::agent(args, ui),
-        Command::Apply(args) => crate::apply::run(args, ui),
         Command::Lsp => Ok(crate::lsp::main()),
+        Command::Render(args) => crate::apply::render(&args, ui),
+        Command::Apply(args) => crate::apply::apply(&args, ui),
+        Command::Diff(args) => crate::apply::diff(&args, ui),
+        Command::Approve(args) => crate::apply::approve(&args, ui),
+        Command::Status(args) => crate::apply::status(&args, ui),
     }
 }
 

@@ -12,7 +12,7 @@
 
 pub mod explain;
 pub mod plan;
-mod spec;
+pub mod spec;
 mod table;
 pub mod verify;
 

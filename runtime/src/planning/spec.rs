@@ -45,14 +45,20 @@ pub fn load(path: &Path, ui: &mut Ui<'_>) -> io::Result<Result<Spec, Exit>> {
         )?;
         return Ok(Err(Exit::Trouble));
     }
-    let mut sources = SourceMap::new();
-    for (file, file_path) in loaded.sources.files().iter().zip(&loaded.paths) {
-        sources.add(spec_relative_name(path, file_path), file.text.clone());
-    }
     Ok(Ok(Spec {
-        sources,
+        sources: relative_sources(path, &loaded),
         shown: loaded.sources,
     }))
+}
+
+/// The loaded files of the spec at `root`, named relative to it: what is planned and
+/// digested, so a plan's source digest does not depend on where `berth` runs.
+pub fn relative_sources(root: &Path, loaded: &files::Loaded) -> SourceMap {
+    let mut sources = SourceMap::new();
+    for (file, file_path) in loaded.sources.files().iter().zip(&loaded.paths) {
+        sources.add(spec_relative_name(root, file_path), file.text.clone());
+    }
+    sources
 }
 
 /// `workloads.berth` for `DIR/workloads.berth`, `sub/x.berth` below it, the file name when

@@ -1,0 +1,430 @@
+//! One cluster's API, as berth uses it: server-side apply, get, list by label, delete, with
+//! bounded retries (429, 5xx, lost connections) and errors that say what was refused and by
+//! whom. Objects travel as JSON values; their kinds are berth's fixed set ([`Kind`]), so no
+//! discovery round trips are needed beyond the first contact.
+
+use super::FIELD_MANAGER;
+use super::render::{Kind, Manifest};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::fmt;
+use std::time::Duration;
+
+/// How failed requests are retried: `attempts` tries in all, waiting `base`, `2 × base`, …
+/// between them.
+#[derive(Clone, Copy, Debug)]
+pub struct RetryPolicy {
+    pub attempts: u32,
+    pub base: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            attempts: 5,
+            base: Duration::from_millis(200),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The default, with `BERTH_K8S_RETRY_BASE_MS` overriding the first wait (tests use a
+    /// short one).
+    pub fn from_env() -> Self {
+        let mut policy = RetryPolicy::default();
+        if let Some(ms) = std::env::var("BERTH_K8S_RETRY_BASE_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            policy.base = Duration::from_millis(ms);
+        }
+        policy
+    }
+}
+
+/// Why a request failed, after retries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ApiError {
+    /// 409 from server-side apply: fields owned by other field managers.
+    Conflict {
+        managers: Vec<String>,
+        fields: Vec<String>,
+    },
+    /// 403: the credentials may not do this.
+    Forbidden {
+        verb: &'static str,
+        resource: String,
+        namespace: Option<String>,
+    },
+    /// 401: the server did not accept the credentials.
+    Unauthorized,
+    /// 404 (a missing namespace on a write).
+    NotFound { message: String },
+    /// 422 or 400: the server rejects the object.
+    Invalid { code: u16, message: String },
+    /// 429 or 5xx on every attempt.
+    Unavailable { code: u16, attempts: u32 },
+    /// The connection failed or dropped on every attempt.
+    Connection { message: String, attempts: u32 },
+    /// Any other status.
+    Other { code: u16, message: String },
+}
+
+impl ApiError {
+    /// Whether the cluster can no longer be reached: later requests would fail the same way.
+    pub fn is_connection(&self) -> bool {
+        matches!(self, ApiError::Connection { .. })
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ApiError::Conflict { managers, fields } => {
+                let who: Vec<String> = managers.iter().map(|m| format!("`{m}`")).collect();
+                write!(
+                    f,
+                    "conflict with field manager {} over {}",
+                    who.join(", "),
+                    fields.join(", ")
+                )
+            }
+            ApiError::Forbidden {
+                verb,
+                resource,
+                namespace,
+            } => {
+                write!(f, "forbidden: may not `{verb}` `{resource}`")?;
+                match namespace {
+                    Some(ns) => write!(f, " in namespace `{ns}`"),
+                    None => write!(f, " (cluster-wide)"),
+                }
+            }
+            ApiError::Unauthorized => write!(f, "the server did not accept the credentials"),
+            ApiError::NotFound { message } => write!(f, "not found: {message}"),
+            ApiError::Invalid { code, message } => write!(f, "rejected ({code}): {message}"),
+            ApiError::Unavailable { code, attempts } => {
+                write!(f, "server answered {code} on all {attempts} attempts")
+            }
+            ApiError::Connection { message, attempts } => {
+                write!(f, "connection failed on all {attempts} attempts: {message}")
+            }
+            ApiError::Other { code, message } => write!(f, "server answered {code}: {message}"),
+        }
+    }
+}
+
+/// What a failed attempt means for the next one.
+enum Attempt {
+    Retry(ApiError),
+    Fail(ApiError),
+}
+
+/// The API resource of a kind.
+pub fn api_resource(kind: Kind) -> ApiResource {
+    let (group, version) = match kind.api_version().split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", kind.api_version()),
+    };
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(group, version, kind.kind()),
+        kind.plural(),
+    )
+}
+
+fn resource_name(kind: Kind) -> String {
+    match kind.group() {
+        "" => kind.plural().to_string(),
+        group => format!("{}.{group}", kind.plural()),
+    }
+}
+
+/// One cluster, reached through one kubeconfig context.
+#[derive(Clone)]
+pub struct Cluster {
+    pub context: String,
+    client: kube::Client,
+    retry: RetryPolicy,
+}
+
+impl Cluster {
+    /// A client for `config`; the first request checks the server answers.
+    pub async fn connect(
+        context: &str,
+        config: kube::Config,
+        retry: RetryPolicy,
+    ) -> Result<Cluster, ApiError> {
+        let client = kube::Client::try_from(config).map_err(|e| ApiError::Connection {
+            message: e.to_string(),
+            attempts: 0,
+        })?;
+        let cluster = Cluster {
+            context: context.to_string(),
+            client,
+            retry,
+        };
+        let probe = cluster.client.clone();
+        cluster
+            .with_retries("get", "version", None, || {
+                let probe = probe.clone();
+                async move { probe.apiserver_version().await.map(|_| ()) }
+            })
+            .await?;
+        Ok(cluster)
+    }
+
+    fn api(&self, kind: Kind, namespace: Option<&str>) -> Api<DynamicObject> {
+        let resource = api_resource(kind);
+        match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        }
+    }
+
+    /// A typed API over every namespace (nodes, pods).
+    pub fn typed_all<K>(&self) -> Api<K>
+    where
+        K: kube::Resource + Clone + DeserializeOwned + fmt::Debug,
+        K::DynamicType: Default,
+    {
+        Api::all(self.client.clone())
+    }
+
+    /// Lists every object of a typed API (nodes, pods across namespaces).
+    pub async fn list_typed<K>(
+        &self,
+        api: Api<K>,
+        resource: &str,
+        selector: Option<&str>,
+    ) -> Result<Vec<K>, ApiError>
+    where
+        K: kube::Resource + Clone + DeserializeOwned + fmt::Debug,
+    {
+        let params = match selector {
+            Some(s) => ListParams::default().labels(s),
+            None => ListParams::default(),
+        };
+        self.with_retries("list", resource, None, || {
+            let api = api.clone();
+            let params = params.clone();
+            async move { api.list(&params).await.map(|l| l.items) }
+        })
+        .await
+    }
+
+    /// The live object, or `None` when there is none.
+    pub async fn get(
+        &self,
+        kind: Kind,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Value>, ApiError> {
+        let api = self.api(kind, namespace);
+        let result = self
+            .with_retries("get", &resource_name(kind), namespace, || {
+                let api = api.clone();
+                let name = name.to_string();
+                async move { api.get_opt(&name).await }
+            })
+            .await?;
+        Ok(result.map(|o| serde_json::to_value(o).unwrap_or(Value::Null)))
+    }
+
+    /// Server-side applies `manifest` as field manager `berth`; returns the object the server
+    /// holds afterwards (or would hold, in a dry run).
+    pub async fn apply(
+        &self,
+        manifest: &Manifest,
+        dry_run: bool,
+        force: bool,
+    ) -> Result<Value, ApiError> {
+        let api = self.api(manifest.kind, manifest.namespace.as_deref());
+        let mut params = PatchParams::apply(FIELD_MANAGER);
+        if dry_run {
+            params = params.dry_run();
+        }
+        if force {
+            params = params.force();
+        }
+        let result = self
+            .with_retries(
+                "patch",
+                &resource_name(manifest.kind),
+                manifest.namespace.as_deref(),
+                || {
+                    let api = api.clone();
+                    let params = params.clone();
+                    let name = manifest.name.clone();
+                    let object = manifest.object.clone();
+                    async move { api.patch(&name, &params, &Patch::Apply(&object)).await }
+                },
+            )
+            .await?;
+        Ok(serde_json::to_value(result).unwrap_or(Value::Null))
+    }
+
+    /// Objects of `kind` in `namespace` matching the label selector.
+    pub async fn list(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        selector: &str,
+    ) -> Result<Vec<Value>, ApiError> {
+        let api = self.api(kind, Some(namespace));
+        let params = ListParams::default().labels(selector);
+        let list = self
+            .with_retries("list", &resource_name(kind), Some(namespace), || {
+                let api = api.clone();
+                let params = params.clone();
+                async move { api.list(&params).await }
+            })
+            .await?;
+        Ok(list
+            .items
+            .into_iter()
+            .map(|o| serde_json::to_value(o).unwrap_or(Value::Null))
+            .collect())
+    }
+
+    /// Deletes an object (dependents in the background); a missing object is not an error.
+    pub async fn delete(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+        dry_run: bool,
+    ) -> Result<(), ApiError> {
+        let api = self.api(kind, Some(namespace));
+        let mut params = DeleteParams::background();
+        if dry_run {
+            params = params.dry_run();
+        }
+        let result = self
+            .with_retries("delete", &resource_name(kind), Some(namespace), || {
+                let api = api.clone();
+                let params = params.clone();
+                let name = name.to_string();
+                async move { api.delete(&name, &params).await.map(|_| ()) }
+            })
+            .await;
+        match result {
+            Err(ApiError::NotFound { .. }) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Runs `request` until it succeeds, fails for good, or the attempts run out.
+    async fn with_retries<T, F, Fut>(
+        &self,
+        verb: &'static str,
+        resource: &str,
+        namespace: Option<&str>,
+        mut request: F,
+    ) -> Result<T, ApiError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, kube::Error>>,
+    {
+        let mut wait = self.retry.base;
+        let mut attempt = 1;
+        loop {
+            let error = match request().await {
+                Ok(value) => return Ok(value),
+                Err(e) => classify(e, verb, resource, namespace, attempt),
+            };
+            match error {
+                Attempt::Retry(e) if attempt < self.retry.attempts => {
+                    let _ = e;
+                    tokio::time::sleep(wait).await;
+                    wait = wait.saturating_mul(2);
+                    attempt += 1;
+                }
+                Attempt::Retry(e) | Attempt::Fail(e) => return Err(e),
+            }
+        }
+    }
+}
+
+fn classify(
+    error: kube::Error,
+    verb: &'static str,
+    resource: &str,
+    namespace: Option<&str>,
+    attempts: u32,
+) -> Attempt {
+    match error {
+        kube::Error::Api(status) => {
+            let code = status.code;
+            match code {
+                409 => Attempt::Fail(conflict(&status)),
+                403 => Attempt::Fail(ApiError::Forbidden {
+                    verb,
+                    resource: resource.to_string(),
+                    namespace: namespace.map(str::to_string),
+                }),
+                401 => Attempt::Fail(ApiError::Unauthorized),
+                404 => Attempt::Fail(ApiError::NotFound {
+                    message: status.message.clone(),
+                }),
+                400 | 422 => Attempt::Fail(ApiError::Invalid {
+                    code,
+                    message: status.message.clone(),
+                }),
+                429 | 500..=599 => Attempt::Retry(ApiError::Unavailable { code, attempts }),
+                _ => Attempt::Fail(ApiError::Other {
+                    code,
+                    message: status.message.clone(),
+                }),
+            }
+        }
+        // A response that is not a Status document still carries its code in the message;
+        // everything else below the API layer is a transport failure, worth retrying.
+        other => Attempt::Retry(ApiError::Connection {
+            message: other.to_string(),
+            attempts,
+        }),
+    }
+}
+
+/// The managers and fields of a 409 from server-side apply. The API server names each in a
+/// cause: `conflict with "helm" using apps/v1` with the field path.
+fn conflict(status: &kube::core::Status) -> ApiError {
+    let mut managers = Vec::new();
+    let mut fields = Vec::new();
+    let causes = status
+        .details
+        .as_ref()
+        .map(|d| d.causes.as_slice())
+        .unwrap_or_default();
+    for cause in causes {
+        if let Some(manager) = quoted(&cause.message)
+            && !managers.contains(&manager)
+        {
+            managers.push(manager);
+        }
+        if !cause.field.is_empty() {
+            fields.push(format!("`{}`", cause.field));
+        }
+    }
+    if managers.is_empty()
+        && let Some(manager) = quoted(&status.message)
+    {
+        managers.push(manager);
+    }
+    if managers.is_empty() {
+        managers.push("(unnamed)".to_string());
+    }
+    if fields.is_empty() {
+        fields.push("its fields".to_string());
+    }
+    ApiError::Conflict { managers, fields }
+}
+
+/// The first `"…"` in `text`.
+fn quoted(text: &str) -> Option<String> {
+    let start = text.find('"')? + 1;
+    let len = text[start..].find('"')?;
+    Some(text[start..start + len].to_string())
+}

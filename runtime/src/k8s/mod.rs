@@ -1,0 +1,21 @@
+//! The Kubernetes backend: a verified plan turned into typed Kubernetes objects
+//! ([`render`]), written as YAML per cluster and namespace, server-side applied with field
+//! manager `berth` ([`apply`]), compared with the live state ([`diff`]), pruned ([`prune`]) and
+//! observed ([`status`]).
+//!
+//! Everything that talks to a cluster goes through [`client`], which resolves a plan target's
+//! `context` in the user's kubeconfig ([`kubeconfig`]) and never prints credentials.
+
+pub mod apply;
+pub mod client;
+pub mod diff;
+pub mod kubeconfig;
+pub mod prune;
+pub mod render;
+pub mod status;
+
+/// The field manager of every server-side apply berth makes.
+pub const FIELD_MANAGER: &str = "berth";
+
+/// Label every object berth renders carries; prune only ever deletes objects with it.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "berth");

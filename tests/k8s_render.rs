@@ -1,0 +1,124 @@
+//! Rendering the examples' plans into Kubernetes objects: insta snapshots of the YAML, and
+//! validation of every object against the official Kubernetes schemas (`kubernetes-validate`,
+//! installed by `.ci/run`).
+
+use berth_compiler::driver;
+use berth_compiler::source::SourceMap;
+use berth_runtime::k8s::render::{self, Rendered};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The plan instant of every snapshot (a Saturday morning, outside the peak-hours window).
+const AT: &str = "2025-06-07T10:00:00Z";
+
+/// The example spec in `dir`, its files named as from the repository root.
+fn example(dir: &Path) -> (berth_compiler::ir::Ir, berth_compiler::plan::Plan) {
+    let name = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("example name");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("read example")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "berth"))
+        .collect();
+    files.sort();
+    let mut sources = SourceMap::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("read source");
+        let base = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("file name");
+        sources.add(format!("examples/{name}/{base}"), text);
+    }
+    let planned = driver::plan(&sources, AT.parse().expect("instant"))
+        .unwrap_or_else(|_| panic!("example `{name}` plans"));
+    (planned.ir, planned.plan)
+}
+
+fn yaml_of(rendered: &Rendered) -> String {
+    let mut out = String::new();
+    for (path, text) in render::yaml_files(rendered) {
+        out.push_str(&format!("### {path}\n{text}"));
+    }
+    for target in &rendered.gitops {
+        for (name, text) in target.files(&rendered.plan_id) {
+            out.push_str(&format!(
+                "### gitops {} ({}) {}/{name}\n{text}",
+                target.repo, target.branch, target.path
+            ));
+        }
+    }
+    for other in &rendered.others {
+        out.push_str(&format!(
+            "### not handled: `{}` on `{}` ({})\n",
+            other.workload, other.target, other.runtime
+        ));
+    }
+    out
+}
+
+#[test]
+fn examples_render() {
+    insta::glob!("../examples", "*/README.md", |readme| {
+        let dir = readme.parent().expect("example dir");
+        let (ir, plan) = example(dir);
+        let rendered = render::render(&ir, &plan);
+        assert_eq!(rendered, render::render(&ir, &plan), "deterministic");
+        insta::assert_snapshot!(yaml_of(&rendered));
+    });
+}
+
+/// Every rendered object is valid against the Kubernetes 1.35 schemas (strict: unknown
+/// fields are errors).
+#[test]
+fn rendered_objects_match_the_kubernetes_schemas() {
+    let validator = "kubernetes-validate";
+    if Command::new(validator).arg("--version").output().is_err() {
+        let message = format!("`{validator}` is not installed (pip install kubernetes-validate)");
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{message}");
+        eprintln!("skipped: {message}");
+        return;
+    }
+    let out = tempfile::tempdir().expect("temp dir");
+    let mut paths = Vec::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut examples: Vec<PathBuf> = std::fs::read_dir(&root)
+        .expect("examples")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.is_dir())
+        .collect();
+    examples.sort();
+    for dir in examples {
+        let (ir, plan) = example(&dir);
+        let name = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("name")
+            .to_string();
+        let rendered = render::render(&ir, &plan);
+        // The GitOps folders' objects too (not their kustomization.yaml: not an API object).
+        let gitops = rendered.gitops.iter().flat_map(|t| {
+            t.files(&rendered.plan_id)
+                .into_iter()
+                .filter(|(name, _)| name != "kustomization.yaml")
+                .map(|(name, text)| (format!("arc/{}/{name}", t.target), text))
+        });
+        for (rel, text) in render::yaml_files(&rendered).into_iter().chain(gitops) {
+            let path = out.path().join(&name).join(rel);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&path, text).expect("write");
+            paths.push(path);
+        }
+    }
+    assert!(!paths.is_empty(), "the examples render some objects");
+    let result = Command::new(validator)
+        .args(["--kubernetes-version", "1.35.0", "--strict", "--quiet"])
+        .args(&paths)
+        .output()
+        .expect("run the validator");
+    let text = String::from_utf8_lossy(&result.stdout).to_string()
+        + &String::from_utf8_lossy(&result.stderr);
+    assert!(result.status.success(), "schema validation failed:\n{text}");
+}
