@@ -577,7 +577,7 @@ workload echo {{
     )
 }
 
-/// Against a real cluster (kind, k3s: docs/kubernetes.md) when `BERTH_E2E_KUBECONFIG` is set
+/// Against a real cluster (kind, k3s: docs/runtime-kubernetes.md) when `BERTH_E2E_KUBECONFIG` is set
 /// (context `BERTH_E2E_CONTEXT`, default `kind-kind`): apply, then re-apply unchanged. The
 /// namespace `berth-e2e` is left for inspection (`kubectl delete namespace berth-e2e`).
 /// Without it, only checks that the spec plans.
