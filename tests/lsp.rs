@@ -494,3 +494,47 @@ fn lsp_latency() {
     );
     client.shutdown();
 }
+
+/// A workload hover runs the planner on a thread of its own: an edit sent right behind it is
+/// handled and its diagnostics published, and the hover is still answered (about the spec
+/// as it was when the hover arrived).
+#[test]
+fn a_placement_hover_does_not_hold_up_the_edits_behind_it() {
+    let (_dir, _targets, workloads) = spec_dir();
+    let mut client = Client::start(&[]);
+    open(&mut client, &workloads, WORKLOADS);
+    let uri = uri(&workloads);
+    assert!(client.diagnostics(&uri).is_empty());
+    let hover_id = 9_000;
+    client.send(&json!({
+        "jsonrpc": "2.0", "id": hover_id, "method": "textDocument/hover",
+        "params": position(&workloads, 3, 11),
+    }));
+    change(
+        &mut client,
+        &workloads,
+        2,
+        json!([{ "text": format!("{WORKLOADS}\nworkload broken {{ replica = 2 }}\n") }]),
+    );
+    let diagnostics = client.diagnostics(&uri);
+    assert!(
+        !diagnostics.is_empty(),
+        "the edit behind the hover was handled"
+    );
+    let hover = loop {
+        if let Some(i) = client
+            .pending
+            .iter()
+            .position(|m| m["id"] == json!(hover_id))
+        {
+            break client.pending.remove(i);
+        }
+        let msg = client.receive();
+        client.pending.push(msg);
+    };
+    let text = hover["result"]["contents"]["value"]
+        .as_str()
+        .expect("hover");
+    assert!(text.contains("on `hpc`, pool `h100` (H100)"), "{text}");
+    client.shutdown();
+}

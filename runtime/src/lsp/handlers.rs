@@ -210,6 +210,60 @@ impl Doc<'_> {
     }
 }
 
+/// Answers a hover on a thread of its own when it is on a spec file: a workload hover runs
+/// the placement engine, which must never hold up the edits and diagnostics behind it in the
+/// message loop. Returns the response when it was answered here instead (standard-library
+/// documents, bad parameters).
+pub fn hover_off_the_loop(
+    server: &mut Server,
+    req: Request,
+    sender: crossbeam_channel::Sender<lsp_server::Message>,
+) -> Option<Response> {
+    let params: Option<lsp::HoverParams> = serde_json::from_value(req.params.clone()).ok();
+    let spec_file = params.as_ref().and_then(|p| {
+        let at = &p.text_document_position_params;
+        std_file(&at.text_document.uri).is_none().then_some(())?;
+        let path = convert::uri_to_path(&at.text_document.uri)?;
+        let spec = server.spec_of(&path)?;
+        let id = spec.file_id(&path)?;
+        let offset = convert::offset(spec.file(id)?, at.position);
+        Some((std::sync::Arc::clone(&spec.analysis), id, offset))
+    });
+    let Some((analysis, id, offset)) = spec_file else {
+        return Some(request(server, req));
+    };
+    let request_id = req.id;
+    std::thread::spawn(move || {
+        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // The runtime owns the clock: the placement shown is the plan as of now.
+            let now = jiff::Timestamp::now();
+            let file = analysis.sources.get(id)?;
+            let h = analysis.hover(id, offset, Some(now))?;
+            Some(lsp::Hover {
+                contents: lsp::HoverContents::Markup(lsp::MarkupContent {
+                    kind: lsp::MarkupKind::Markdown,
+                    value: h.markdown,
+                }),
+                range: Some(convert::range(file, h.span)),
+            })
+        }));
+        let response = match answer {
+            Ok(hover) => Response::new_ok(request_id, hover),
+            Err(_) => {
+                eprintln!("berth lsp: panic in a hover");
+                Response::new_err(
+                    request_id,
+                    ErrorCode::InternalError as i32,
+                    "internal error in `textDocument/hover`".into(),
+                )
+            }
+        };
+        // The client may be gone; there is no one left to tell.
+        let _ = sender.send(response.into());
+    });
+    None
+}
+
 fn hover(server: &mut Server, at: lsp::TextDocumentPositionParams) -> Option<lsp::Hover> {
     with_doc(server, &at.text_document.uri, |doc| {
         let offset = doc.offset(at.position);

@@ -1,7 +1,10 @@
 //! `berth lsp`: the language server, over stdio, on rust-analyzer's `lsp-server`.
 //!
 //! One thread handles every message in arrival order (edits are never reordered); the
-//! compiler's own rayon parallelism does the heavy lifting inside each request. The runtime
+//! compiler's own rayon parallelism does the heavy lifting inside each request. Hovers on a
+//! spec file are the exception: they run on a thread of their own over the analysis of the
+//! moment (an `Arc`), because a workload hover runs the placement engine, and that must
+//! never delay the diagnostics of the edits behind it. The runtime
 //! owns I/O here — documents, files of the spec directory, the clock for placement hovers —
 //! and asks the compiler's pure `ide` queries everything else.
 //!
@@ -23,6 +26,9 @@ pub use convert::STD_SCHEME;
 /// A request (answered with a custom method) that returns a standard-library virtual
 /// document's text, for clients that cannot open `berth-std:` URIs by themselves.
 pub const STD_SOURCE_METHOD: &str = "berth/stdSource";
+
+/// Hovers are answered off the message loop (see `handlers::hover_off_the_loop`).
+const HOVER: &str = <lsp_types::request::HoverRequest as lsp_types::request::Request>::METHOD;
 
 /// Runs the server on stdin/stdout until the client says `exit`.
 pub fn main() -> Exit {
@@ -63,8 +69,14 @@ pub fn serve(connection: &Connection) -> Exit {
                         return Exit::Trouble;
                     }
                 }
-                let response = answer(&mut server, req);
-                if connection.sender.send(response.into()).is_err() {
+                let response = if req.method == HOVER {
+                    handlers::hover_off_the_loop(&mut server, req, connection.sender.clone())
+                } else {
+                    Some(answer(&mut server, req))
+                };
+                if let Some(response) = response
+                    && connection.sender.send(response.into()).is_err()
+                {
                     return Exit::Trouble;
                 }
             }

@@ -10,12 +10,14 @@ use lsp_types as lsp;
 use lsp_types::notification::{Notification as _, PublishDiagnostics};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// One spec directory, compiled.
 pub struct Spec {
     /// `paths[i]` is file `FileId(i)` of the analysis.
     pub paths: Vec<PathBuf>,
-    pub analysis: Analysis,
+    /// Shared with hover threads (a workload hover runs the planner off the message loop).
+    pub analysis: Arc<Analysis>,
 }
 
 impl Spec {
@@ -113,7 +115,7 @@ impl Server {
         }
         Spec {
             paths: kept,
-            analysis: Analysis::new(sources),
+            analysis: Arc::new(Analysis::new(sources)),
         }
     }
 
