@@ -214,13 +214,13 @@ fn check_emit_ir(
     if let Some(ir) = &compiled.ir {
         writeln!(ui.out, "{}", berth_compiler::sema::ir_to_json(ir))?;
     }
-    let human = Ui {
+    // Stdout holds the IR: diagnostics go to stderr as for people, whatever `--output` says.
+    let mut human = Ui {
         out: &mut *ui.out,
         err: &mut *ui.err,
         output: OutputFormat::Human,
         color: ui.color,
     };
-    let mut human = human;
     human.diagnostics(
         &compiled.diagnostics,
         &loaded.sources,

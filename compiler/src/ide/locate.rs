@@ -188,6 +188,19 @@ impl<'a> Finder<'a> {
         }
     }
 
+    /// Records the key of a field or block entry, when the schema knows the field.
+    fn key_site(&mut self, key: &Ident, field: Option<&'static Field>) {
+        if let Some(field) = field {
+            self.site(
+                key.span,
+                Site::Key {
+                    field,
+                    span: key.span,
+                },
+            );
+        }
+    }
+
     fn definition(&mut self, name: Option<&'a Ident>) {
         if let Some(ident) = name {
             self.site(ident.span, Site::Definition { ident });
@@ -290,15 +303,7 @@ impl<'a> Finder<'a> {
             match &entry.kind {
                 EntryKind::Field { key, value, .. } | EntryKind::Bound { key, value, .. } => {
                     let field = field(key);
-                    if let Some(field) = field {
-                        self.site(
-                            key.span,
-                            Site::Key {
-                                field,
-                                span: key.span,
-                            },
-                        );
-                    }
+                    self.key_site(key, field);
                     if self.offset > key.span.end {
                         self.found.expected = field.and_then(value_ty);
                     }
@@ -306,15 +311,7 @@ impl<'a> Finder<'a> {
                 }
                 EntryKind::Block { key, body, .. } => {
                     let field = field(key);
-                    if let Some(field) = field {
-                        self.site(
-                            key.span,
-                            Site::Key {
-                                field,
-                                span: key.span,
-                            },
-                        );
-                    }
+                    self.key_site(key, field);
                     self.body(body, field.and_then(block_schema));
                 }
                 EntryKind::Error => {}
