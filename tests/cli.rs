@@ -290,6 +290,21 @@ fn fmt_rewrites_and_check_lists_changed_files() {
     assert!(stdout(&again).is_empty());
 }
 
+/// The examples are in canonical style, so that they show it and stay readable after any
+/// `berth fmt` run (`berth fmt examples/` puts them back).
+#[test]
+fn examples_are_formatted() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = berth(&root, &["fmt", "--check", "examples/"]);
+    assert_eq!(
+        code(&out),
+        0,
+        "run `berth fmt examples/`; not canonical:\n{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+}
+
 #[test]
 fn each_directory_is_its_own_spec() {
     let dir = temp_with(&[

@@ -398,9 +398,9 @@ fn explain_shows_both_sides_of_a_rejection() {
         text.contains("Rejected: `cloud_eu`: data set `line_images` is 85ms away"),
         "{text}"
     );
-    assert!(text.contains("spec/workloads.berth:24:5"), "{text}");
+    assert!(text.contains("spec/workloads.berth:28:5"), "{text}");
     assert!(text.contains("required here"), "{text}");
-    assert!(text.contains("spec/targets.berth:47:3"), "{text}");
+    assert!(text.contains("spec/targets.berth:58:3"), "{text}");
     assert!(text.contains("offered here"), "{text}");
     assert!(!text.contains('\x1b'), "no colour when piped");
 

@@ -12,7 +12,9 @@
 //!   between them only if the source had one.
 //! - Blocks (`model`, `workload`, `target`, `placement` and `policy` bodies, nested blocks such
 //!   as `resources { … }` and rule bodies) hold one entry or rule per line. Blank lines between
-//!   entries are kept, at most one; none after `{` or before `}`. Empty blocks are `{}`.
+//!   entries are kept, at most one; none after `{` or before `}`. Empty blocks are `{}`. A
+//!   nested block or rule body with a single entry and no comment stays on one line when it
+//!   fits (`telemetry { buffer = 24h }`, `quota team("a") { gpu <= 8 }`).
 //! - `key = value`, `key label = value`, `key <= value`: single spaces, no column alignment.
 //!   Aligning the `=` of neighbouring lines makes a one-line change rewrite its neighbours, so
 //!   diffs and blame get noisy.

@@ -236,7 +236,7 @@ impl<'a> Printer<'a> {
                 .append(" ")
                 .append(self.opt_name(d.name.as_ref()))
                 .append(if d.name.is_some() { " " } else { "" })
-                .append(self.body(&d.body)),
+                .append(self.item_body(&d.body)),
             ItemKind::Policy(p) => self.policy(p),
             ItemKind::Error => self.verbatim(item.span),
         }
@@ -309,14 +309,30 @@ impl<'a> Printer<'a> {
             ))
     }
 
-    /// `{ entries }` of a declaration, a nested block or a rule: one entry per line.
+    /// `{ entries }` of a declaration: one entry per line.
+    fn item_body(&mut self, body: &'a Body) -> Doc<'a> {
+        self.body_with(body, &BLOCK)
+    }
+
+    /// `{ entries }` of a nested block or a rule: one entry per line, except that a single
+    /// entry stays on the line when it fits and holds no comment (`quota team("a") { gpu <= 8 }`,
+    /// `telemetry { buffer = 24h }`): three lines for one entry read worse than one.
     pub(super) fn body(&mut self, body: &'a Body) -> Doc<'a> {
+        let style = if body.entries.len() == 1 {
+            &RECORD
+        } else {
+            &BLOCK
+        };
+        self.body_with(body, style)
+    }
+
+    fn body_with(&mut self, body: &'a Body, style: &SeqStyle) -> Doc<'a> {
         // Comments before the `{` stay before it: a doc comment moved inside would document
         // the first entry.
         self.before_open(body.span.start).append(self.seq(
             &body.entries,
             body.span.end.saturating_sub(1),
-            &BLOCK,
+            style,
             |e| e.span,
             Self::entry,
         ))
