@@ -948,36 +948,65 @@ fn block<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
                     Tail::Bound(op, value) => EntryKind::Bound { key, op, value },
                 },
                 span: e.span(),
-            })
-            .recover_with(via_parser(
-                g.skipper(Level::Block, |g, i| {
-                    g.resume_entry_at(i) || g.nested_item_starts_at(i)
-                })
-                .map(|span| Entry {
-                    docs: Vec::new(),
-                    kind: EntryKind::Error,
-                    span,
-                }),
-            ))
-            .boxed();
+            });
+        let general_entry = or_skipped(
+            g,
+            Level::Block,
+            general_entry,
+            |g, i| g.resume_entry_at(i) || g.nested_item_starts_at(i),
+            |span| Entry {
+                docs: Vec::new(),
+                kind: EntryKind::Error,
+                span,
+            },
+        )
+        .boxed();
         let entry = g.simple_field().or(general_entry).boxed();
-
-        let separators = select_ref! { Token::Semi => (), Token::Comma => () }.repeated();
-        // A block that meets an item keyword or the end of the file is closed there.
-        let close_brace = just(Token::RBrace).ignored().recover_with(via_parser(
-            g.peek_if(|g, i| g.tok(i).is_none() || g.nested_item_starts_at(i)),
-        ));
-        just(Token::LBrace)
-            .ignore_then(separators)
-            .ignore_then(entry.then_ignore(separators).repeated().collect::<Vec<_>>())
-            .then_ignore(close_brace.clone())
-            .map_with(|entries, e| Body {
-                entries,
-                span: e.span(),
-            })
-            .labelled(label::BODY)
-            .as_context()
+        braced(g, entry).map(|(entries, span)| Body { entries, span })
     })
+}
+
+/// Optional `;` or `,` separators between items, entries and rules.
+fn separators<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>()
+-> impl Parser<'tok, Tokens<'tok, 'src>, (), Extra<Er>> + Clone {
+    select_ref! { Token::Semi => (), Token::Comma => () }
+        .repeated()
+        .ignored()
+}
+
+/// `{ elements }` of a block or a policy, with optional separators, and the span of the
+/// whole. A body that meets an item keyword or the end of the file is closed there.
+fn braced<'tok, 'src: 'tok, T: 'tok, Er: GrammarError<'tok, 'src>>(
+    g: Grammar<'tok, 'src>,
+    element: impl Parser<'tok, Tokens<'tok, 'src>, T, Extra<Er>> + Clone + 'tok,
+) -> impl Parser<'tok, Tokens<'tok, 'src>, (Vec<T>, Span), Extra<Er>> + Clone + 'tok {
+    let close_brace = just(Token::RBrace).ignored().recover_with(via_parser(
+        g.peek_if(|g, i| g.tok(i).is_none() || g.nested_item_starts_at(i)),
+    ));
+    just(Token::LBrace)
+        .ignore_then(separators())
+        .ignore_then(
+            element
+                .then_ignore(separators())
+                .repeated()
+                .collect::<Vec<_>>(),
+        )
+        .then_ignore(close_brace)
+        .map_with(|elements, e| (elements, e.span()))
+        .labelled(label::BODY)
+        .as_context()
+}
+
+/// `element`, or where it fails, the tokens skipped up to where `resume_at` holds (whole
+/// groups at a time, see [`Grammar::skipper`]) as the hole `hole(span)`.
+fn or_skipped<'tok, 'src: 'tok, T: 'tok, Er: GrammarError<'tok, 'src>>(
+    g: Grammar<'tok, 'src>,
+    level: Level,
+    element: impl Parser<'tok, Tokens<'tok, 'src>, T, Extra<Er>> + Clone + 'tok,
+    resume_at: impl Fn(&Grammar<'tok, 'src>, usize) -> bool + Clone + 'tok,
+    hole: fn(Span) -> T,
+) -> impl Parser<'tok, Tokens<'tok, 'src>, T, Extra<Er>> + Clone + 'tok {
+    element.recover_with(via_parser(g.skipper(level, resume_at).map(hole)))
 }
 
 /// The whole grammar. Returns the items of the file.
@@ -994,11 +1023,6 @@ fn file_parser<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
     } = atoms(g, expr.clone());
     let expr_no_record = simple.or(with_operators(common, args)).boxed();
     let body = block(g, expr.clone());
-    let separators = select_ref! { Token::Semi => (), Token::Comma => () }.repeated();
-    // A block that meets an item keyword or the end of the file is closed there.
-    let close_brace = just(Token::RBrace).ignored().recover_with(via_parser(
-        g.peek_if(|g, i| g.tok(i).is_none() || g.nested_item_starts_at(i)),
-    ));
 
     // ---- policy rules ----
     let when = just(Token::When);
@@ -1066,25 +1090,20 @@ fn file_parser<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
             docs: Vec::new(),
             kind,
             span: e.span(),
-        })
-        .recover_with(via_parser(
-            g.skipper(Level::Block, |g, i| {
-                g.rule_starts_at(i) || g.nested_item_starts_at(i)
-            })
-            .map(|span| Rule {
-                docs: Vec::new(),
-                kind: RuleKind::Error,
-                span,
-            }),
-        ))
-        .boxed();
-    let rules = just(Token::LBrace)
-        .ignore_then(separators)
-        .ignore_then(rule.then_ignore(separators).repeated().collect::<Vec<_>>())
-        .then_ignore(close_brace)
-        .map_with(|rules, e| (rules, e.span()))
-        .labelled(label::BODY)
-        .as_context();
+        });
+    let rule = or_skipped(
+        g,
+        Level::Block,
+        rule,
+        |g, i| g.rule_starts_at(i) || g.nested_item_starts_at(i),
+        |span| Rule {
+            docs: Vec::new(),
+            kind: RuleKind::Error,
+            span,
+        },
+    )
+    .boxed();
+    let rules = braced(g, rule);
 
     // ---- items ----
     let use_group = ident()
@@ -1168,15 +1187,18 @@ fn file_parser<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
             docs: Vec::new(),
             kind,
             span: e.span(),
-        })
-        .recover_with(via_parser(
-            g.skipper(Level::Top, |g, i| g.item_starts_at(i))
-                .map(|span| Item {
-                    docs: Vec::new(),
-                    kind: ItemKind::Error,
-                    span,
-                }),
-        ));
+        });
+    let item = or_skipped(
+        g,
+        Level::Top,
+        item,
+        |g, i| g.item_starts_at(i),
+        |span| Item {
+            docs: Vec::new(),
+            kind: ItemKind::Error,
+            span,
+        },
+    );
     // Stray `}` at the top level are skipped by the item recovery like any other token.
     let stray_close = just(Token::RBrace)
         .map_with(|_, e| Item {
@@ -1188,10 +1210,10 @@ fn file_parser<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
             emitter.emit(Er::custom(item.span, Custom::StrayClose));
             item
         });
-    separators
+    separators()
         .ignore_then(
             item.or(stray_close)
-                .then_ignore(separators)
+                .then_ignore(separators())
                 .repeated()
                 .collect::<Vec<_>>(),
         )
