@@ -2,9 +2,11 @@
 //! policy conditions, semantic checks and lowering to the IR — on the generated spec of the
 //! front-end benchmark ([`testgen::spec_files`]), split over a realistic number of files.
 //!
-//! `cargo run --release -p berth-compiler --example check_big [LINES [FILES [RUNS]]]`
+//! `cargo run --release -p berth-compiler --example check_big [LINES [FILES [RUNS]]] [--mistakes]`
 //! (defaults: 100,000 lines in 100 files, best of 10). Prints the parse stage alone, the
-//! whole check, the CPU time beside the wall time, and the peak resident memory.
+//! whole check, the CPU time beside the wall time, and the peak resident memory. With
+//! `--mistakes`, the spec has thousands of semantic errors
+//! ([`testgen::spec_files_with_mistakes`]): the time to report them.
 
 use berth_compiler::driver;
 use berth_compiler::source::SourceMap;
@@ -21,8 +23,13 @@ fn main() {
     let files = args.get(1).copied().unwrap_or(100).max(1);
     let runs = args.get(2).copied().unwrap_or(10).max(1);
 
+    let texts = if std::env::args().any(|a| a == "--mistakes") {
+        testgen::spec_files_with_mistakes(lines, files)
+    } else {
+        testgen::spec_files(lines, files)
+    };
     let mut map = SourceMap::new();
-    for (i, text) in testgen::spec_files(lines, files).into_iter().enumerate() {
+    for (i, text) in texts.into_iter().enumerate() {
         map.add(format!("spec/part_{i:04}.berth"), text);
     }
     let total_lines: usize = map.files().iter().map(|f| f.line_count()).sum();
@@ -33,7 +40,7 @@ fn main() {
         "{total_lines} lines, {bytes} bytes in {files} file(s): {} diagnostics, {workloads} workloads",
         compiled.diagnostics.len()
     );
-    // The generated spec is meant to be valid: say what is wrong with it if not.
+    // The generated spec is meant to be valid (unless `--mistakes`): say what is wrong with it.
     let mut by_code = std::collections::BTreeMap::new();
     for d in &compiled.diagnostics {
         by_code.entry(d.code.as_str()).or_insert((0, &d.message)).0 += 1;

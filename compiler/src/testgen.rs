@@ -86,6 +86,30 @@ pub fn spec_files(lines: usize, files: usize) -> Vec<String> {
         .collect()
 }
 
+/// Typical mistakes, as replacements in the text of the valid spec (each one many times).
+const MISTAKES: &[(&str, &str)] = &[
+    // The standard library calls it `A100_80GB`: an unknown import and an unknown name at
+    // every use, each with a "did you mean" over the names in scope.
+    ("A100_80GB", "A100"),
+    // A workload kind that does not exist: an unknown enumeration member.
+    ("kind     = agent", "kind     = training"),
+    // A misspelt model in every workload: an unknown name among thousands of items.
+    ("model    = model_", "model    = mdoel_"),
+];
+
+/// The spec of [`spec_files`] with the same [`MISTAKES`] in every round: thousands of
+/// semantic errors (and no syntax error), to measure how fast they are reported.
+pub fn spec_files_with_mistakes(lines: usize, files: usize) -> Vec<String> {
+    spec_files(lines, files)
+        .into_iter()
+        .map(|text| {
+            MISTAKES
+                .iter()
+                .fold(text, |text, (right, wrong)| text.replace(right, wrong))
+        })
+        .collect()
+}
+
 fn newlines(text: &str) -> usize {
     text.bytes().filter(|&b| b == b'\n').count()
 }

@@ -13,7 +13,7 @@
 
 use super::body::Owner;
 use super::error::SemaError;
-use super::resolve::{Def, Names, ScopeRef, suggest};
+use super::resolve::{Def, Names, ScopeRef, Typo, suggest};
 use super::schema::{self, BlockSchema, Presence};
 use super::types::{ArithError, Dec, EnumTy, MapItem, MapKeyVal, QDim, RefKind, Ty, Val};
 use crate::ir;
@@ -249,7 +249,8 @@ impl<'a> Checker<'a> {
                 Some(_) => {}
                 None if is_known_word(&id.name) => {}
                 None => {
-                    let mut candidates = self.names.visible(sc, |_| true);
+                    let typo = Typo::new(&id.name);
+                    let mut candidates = self.names.suggestible(sc, &typo);
                     for e in EnumTy::ALL {
                         candidates.extend(e.members());
                     }
@@ -257,7 +258,7 @@ impl<'a> Checker<'a> {
                         name: id.name.clone(),
                         span: id.span,
                         expected: "a name".into(),
-                        suggestion: suggest(&id.name, candidates.into_iter()),
+                        suggestion: typo.best(candidates.into_iter()),
                         in_module: self
                             .names
                             .module_defining(&id.name, |_| true)
@@ -909,7 +910,8 @@ impl<'a> Checker<'a> {
                 }
             },
             _ => {
-                let sc_candidates = self.candidates_for(ty, id);
+                let typo = Typo::new(&id.name);
+                let suggestion = self.suggest_for(ty, id, &typo);
                 let (expected, wanted) = match ty {
                     Ty::Ref(k) => (k.with_article().to_string(), Some(*k)),
                     other => (other.describe(), None),
@@ -919,7 +921,7 @@ impl<'a> Checker<'a> {
                     name: id.name.clone(),
                     span: id.span,
                     expected,
-                    suggestion: suggest(&id.name, sc_candidates.iter().map(|s| s.as_str())),
+                    suggestion,
                     in_module,
                 };
                 self.error(e);
@@ -946,31 +948,30 @@ impl<'a> Checker<'a> {
         found
     }
 
-    /// Names in the scope where `id` was written that could stand where `ty` is expected.
-    fn candidates_for(&mut self, ty: &Ty, id: &Ident) -> Vec<String> {
+    /// The closest name in the scope where `id` was written that could stand where `ty` is
+    /// expected. Whether a name could is asked only of those close enough to be picked (the
+    /// kind of a constant may need it resolved).
+    fn suggest_for(&mut self, ty: &Ty, id: &Ident, typo: &Typo<'_>) -> Option<String> {
         // The scope of the identifier: find the unit by file.
-        let Some(unit) = self.names.units.iter().position(|u| u.file == id.span.file) else {
-            return Vec::new();
-        };
+        let unit = self
+            .names
+            .units
+            .iter()
+            .position(|u| u.file == id.span.file)?;
         let sc = ScopeRef {
             ns: self.names.units[unit].ns,
             unit: unit as u32,
         };
-        let all = self.names.visible(sc, |_| true);
-        let mut out = Vec::new();
-        for name in all {
+        let close = self.names.suggestible(sc, typo);
+        typo.best_where(close.into_iter(), |name| {
             let Some((def, _)) = self.names.lookup(sc, name) else {
-                continue;
+                return false;
             };
-            let ok = match ty {
+            match ty {
                 Ty::Ref(k) => self.def_kind(def) == Some(*k),
                 _ => true,
-            };
-            if ok {
-                out.push(name.to_string());
             }
-        }
-        out
+        })
     }
 
     /// What kind of thing a definition is, as a reference.

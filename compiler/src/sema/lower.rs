@@ -11,7 +11,7 @@
 use super::body::{Fields, Owner};
 use super::error::SemaError;
 use super::eval::{Catalogued, Checker};
-use super::resolve::Def;
+use super::resolve::{Def, Typo};
 use super::schema::{self, BlockSchema};
 use super::types::{EnumTy, MapKeyVal, Val};
 use crate::ir::*;
@@ -686,12 +686,15 @@ fn lower_placements(ck: &mut Checker<'_>, ir: &mut Ir, spans: &mut SpanTable) {
                 None
             }
             None => {
-                let candidates = ck.names.visible(sc, |d| matches!(d, Def::Workload(_)));
+                let typo = Typo::new(&name.name);
+                let candidates = ck
+                    .names
+                    .visible_where(sc, |n, d| matches!(d, Def::Workload(_)) && typo.could_be(n));
                 ck.error(SemaError::UnknownName {
                     name: name.name.clone(),
                     span: name.span,
                     expected: "a workload".into(),
-                    suggestion: super::resolve::suggest(&name.name, candidates.into_iter()),
+                    suggestion: typo.best(candidates.into_iter()),
                     in_module: None,
                 });
                 None

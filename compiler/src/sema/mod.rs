@@ -63,31 +63,29 @@ fn run(std_parsed: &[Parsed], user: &[&SourceFileAst]) -> (Ir, Vec<Diagnostic>) 
     checks::run(&mut ck, &ir, &spans);
     lower::remap_catalogue(&ck, &mut ir);
     ir.spans = spans;
-    finish_lint(&mut ck);
-    let diagnostics = ck
-        .errors
-        .iter()
-        .map(|e| without_std_labels(e.diagnostic()))
+    let diagnostics = diagnostics(&mut ck)
+        .into_iter()
+        .map(without_std_labels)
         .collect();
     (ir, diagnostics)
 }
 
-/// Unknown names in constants are reported unless an error already points there.
-fn finish_lint(ck: &mut Checker<'_>) {
+/// The diagnostics of every error, then those of the lint (unknown names in constants)
+/// where no error already points. Each is built once: with thousands of errors, building
+/// them is a noticeable part of the time.
+fn diagnostics(ck: &mut Checker<'_>) -> Vec<Diagnostic> {
+    let mut out: Vec<Diagnostic> = ck.errors.iter().map(SemaError::diagnostic).collect();
     let lint = std::mem::take(&mut ck.lint);
-    if lint.is_empty() {
-        return;
+    if !lint.is_empty() {
+        let reported: std::collections::BTreeSet<crate::source::Span> =
+            out.iter().map(|d| d.primary.span).collect();
+        out.extend(
+            lint.iter()
+                .map(SemaError::diagnostic)
+                .filter(|d| !reported.contains(&d.primary.span)),
+        );
     }
-    let reported: std::collections::BTreeSet<crate::source::Span> = ck
-        .errors
-        .iter()
-        .map(|x| x.diagnostic().primary.span)
-        .collect();
-    for e in lint {
-        if !reported.contains(&e.diagnostic().primary.span) {
-            ck.errors.push(e);
-        }
-    }
+    out
 }
 
 /// Labels pointing into the embedded standard library are dropped: callers' source maps
@@ -124,7 +122,7 @@ pub fn catalogue() -> Catalogue {
     let names = Names::collect(&std_asts, &[], &mut errors);
     let mut ck = Checker::new(names, errors);
     let _ = lower::lower(&mut ck);
-    finish_lint(&mut ck);
+    let diagnostics = diagnostics(&mut ck);
     let mut out = Catalogue::default();
     for entry in &ck.catalogue {
         match entry {
@@ -136,7 +134,7 @@ pub fn catalogue() -> Catalogue {
     out.diagnostics = std_parsed
         .iter()
         .flat_map(|p| p.diagnostics.iter().cloned())
-        .chain(ck.errors.iter().map(SemaError::diagnostic))
+        .chain(diagnostics)
         .collect();
     out
 }

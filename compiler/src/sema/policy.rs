@@ -11,7 +11,7 @@ use super::body::{Fields, Owner};
 use super::error::SemaError;
 use super::eval::{Catalogued, Checker};
 use super::lower::{list_of, member_of, str_of, u32_of};
-use super::resolve::{Def, ScopeRef, suggest};
+use super::resolve::{Def, ScopeRef, Typo, suggest};
 use super::schema::{self, BlockSchema};
 use super::types::{Dec, EnumTy, QDim, RefKind, Ty, Val};
 use crate::ir::*;
@@ -691,15 +691,15 @@ impl<'a> Cond<'_, 'a> {
     }
 
     fn unknown(&mut self, id: &Ident) {
-        let candidates = self.ck.names.visible(self.sc, |_| true);
-        let mut all: Vec<&str> = candidates;
+        let typo = Typo::new(&id.name);
+        let mut all: Vec<&str> = self.ck.names.suggestible(self.sc, &typo);
         all.extend(["workload", "target"]);
         all.extend(self.params.iter().map(|(p, _)| *p));
         self.ck.error(SemaError::UnknownName {
             name: id.name.clone(),
             span: id.span,
             expected: "a value".into(),
-            suggestion: suggest(&id.name, all.into_iter()),
+            suggestion: typo.best(all.into_iter()),
             in_module: None,
         });
     }

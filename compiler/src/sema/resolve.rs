@@ -371,9 +371,29 @@ impl<'a> Names<'a> {
 
     /// Every name visible in `scope` whose definition passes `wanted`, sorted.
     pub fn visible(&self, scope: ScopeRef, wanted: impl Fn(Def) -> bool) -> Vec<&'a str> {
+        self.visible_where(scope, |_, def| wanted(def))
+    }
+
+    /// The names visible in `scope` that could be suggested for the unknown name of `typo`,
+    /// in no particular order ([`Typo::best`] does not depend on it): only those pass that
+    /// [`Typo::could_be`] close to it, so that an error does not gather and sort every name
+    /// of a large spec.
+    pub fn suggestible(&self, scope: ScopeRef, typo: &Typo<'_>) -> Vec<&'a str> {
+        self.visible_unsorted(scope, |name, _| typo.could_be(name))
+    }
+
+    /// Every name visible in `scope` for which `keep(name, definition)` holds, sorted.
+    pub fn visible_where(&self, scope: ScopeRef, keep: impl Fn(&str, Def) -> bool) -> Vec<&'a str> {
+        let mut out = self.visible_unsorted(scope, keep);
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// The names of [`Names::visible_where`], unsorted, a name visible in two ways twice.
+    fn visible_unsorted(&self, scope: ScopeRef, keep: impl Fn(&str, Def) -> bool) -> Vec<&'a str> {
         let unit = &self.units[scope.unit as usize];
-        let mut out: Vec<&'a str> = unit
-            .imports
+        unit.imports
             .iter()
             .chain(self.namespaces[scope.ns as usize].names.iter())
             .chain(
@@ -381,12 +401,9 @@ impl<'a> Names<'a> {
                     .iter()
                     .flat_map(|ns| self.namespaces[*ns as usize].names.iter()),
             )
-            .filter(|(_, (d, _))| wanted(*d))
+            .filter(|(n, (d, _))| keep(n, *d))
             .map(|(n, _)| *n)
-            .collect();
-        out.sort_unstable();
-        out.dedup();
-        out
+            .collect()
     }
 
     /// The name and span of a definition.
@@ -402,39 +419,179 @@ impl<'a> Names<'a> {
     }
 }
 
-/// The candidate closest to `name`, if it is close enough to be a likely typo: a case-only
-/// difference, or an edit distance of at most a third of the name's length (at least one).
-/// Ties go to the alphabetically first candidate, so the answer is deterministic.
-pub fn suggest<'c>(name: &str, candidates: impl Iterator<Item = &'c str>) -> Option<String> {
-    let lower = name.to_lowercase();
-    let limit = (name.chars().count() / 3).max(1);
-    let mut best: Option<(usize, &str)> = None;
-    for c in candidates {
-        if c == name {
-            continue;
-        }
-        let d = if c.to_lowercase() == lower {
-            0
-        } else {
-            strsim::damerau_levenshtein(name, c)
-        };
-        if d > limit {
-            continue;
-        }
-        let better = match best {
-            None => true,
-            Some((bd, bc)) => d < bd || (d == bd && c < bc),
-        };
-        if better {
-            best = Some((d, c));
+/// "Did you mean" for one unknown name: the candidate closest to it, if it is close enough to
+/// be a likely typo: a case-only difference, or an edit distance of at most a third of the
+/// name's length (at least one). Ties go to the alphabetically first candidate, so the answer
+/// is deterministic whatever the order of the candidates.
+///
+/// A spec with thousands of unknown names has thousands of names in scope, so candidates are
+/// first screened with [`Typo::could_be`], a cheap lower bound of the edit distance; only the
+/// few that pass pay for the distance itself.
+pub struct Typo<'n> {
+    name: &'n str,
+    lower: String,
+    limit: usize,
+    /// How often each ASCII byte occurs in the name; `None` for a name that is not ASCII
+    /// or too long for the counts.
+    letters: Option<[u8; 128]>,
+}
+
+impl<'n> Typo<'n> {
+    pub fn new(name: &'n str) -> Self {
+        let letters = (name.is_ascii() && name.len() <= usize::from(u8::MAX)).then(|| {
+            let mut counts = [0u8; 128];
+            for b in name.bytes() {
+                counts[usize::from(b)] += 1;
+            }
+            counts
+        });
+        Typo {
+            name,
+            lower: name.to_lowercase(),
+            limit: (name.chars().count() / 3).max(1),
+            letters,
         }
     }
-    best.map(|(_, c)| c.to_string())
+
+    /// False only where `candidate` cannot be suggested: see [`Typo::lower_bound`].
+    pub fn could_be(&self, candidate: &str) -> bool {
+        self.lower_bound(candidate) <= self.limit
+    }
+
+    /// A lower bound of the distance [`Typo::best`] gives `candidate`. For ASCII names, 0 for
+    /// a case-only difference, else the bag distance: the larger of the letters one has and
+    /// the other lacks, counted as multisets (every edit changes each side by at most one, a
+    /// transposition by none). 0 (no bound) otherwise.
+    fn lower_bound(&self, candidate: &str) -> usize {
+        let Some(letters) = &self.letters else {
+            return 0;
+        };
+        if !candidate.is_ascii() || candidate.eq_ignore_ascii_case(self.name) {
+            return 0;
+        }
+        // Letters the two have in common, as multisets; the rest is missing or extra.
+        let mut unmatched = *letters;
+        let mut common = 0;
+        for b in candidate.bytes() {
+            let count = &mut unmatched[usize::from(b)];
+            if *count > 0 {
+                *count -= 1;
+                common += 1;
+            }
+        }
+        (self.name.len() - common).max(candidate.len() - common)
+    }
+
+    /// The closest candidate, if any is close enough.
+    pub fn best<'c>(&self, candidates: impl Iterator<Item = &'c str>) -> Option<String> {
+        self.best_where(candidates, |_| true)
+    }
+
+    /// The closest candidate for which `fits` holds, if any is close enough. `fits` is asked
+    /// only of candidates that would be picked, so an expensive test costs little.
+    pub fn best_where<'c>(
+        &self,
+        candidates: impl Iterator<Item = &'c str>,
+        mut fits: impl FnMut(&'c str) -> bool,
+    ) -> Option<String> {
+        // The candidates that could be close enough, by their bound, smallest first: once
+        // the bound exceeds the best distance found, nothing further can replace it.
+        let mut by_bound: Vec<Vec<&str>> = vec![Vec::new(); self.limit + 1];
+        for c in candidates.filter(|c| *c != self.name) {
+            if let Some(bucket) = by_bound.get_mut(self.lower_bound(c)) {
+                bucket.push(c);
+            }
+        }
+        let mut best: Option<(usize, &str)> = None;
+        for (bound, c) in by_bound
+            .into_iter()
+            .enumerate()
+            .flat_map(|(bound, bucket)| bucket.into_iter().map(move |c| (bound, c)))
+        {
+            if best.is_some_and(|(bd, _)| bound > bd) {
+                break;
+            }
+            let d = if c.to_lowercase() == self.lower {
+                0
+            } else {
+                strsim::damerau_levenshtein(self.name, c)
+            };
+            if d > self.limit {
+                continue;
+            }
+            let better = match best {
+                None => true,
+                Some((bd, bc)) => d < bd || (d == bd && c < bc),
+            };
+            if better && fits(c) {
+                best = Some((d, c));
+            }
+        }
+        best.map(|(_, c)| c.to_string())
+    }
+}
+
+/// The candidate closest to `name`, if it is close enough to be a likely typo (see [`Typo`]).
+pub fn suggest<'c>(name: &str, candidates: impl Iterator<Item = &'c str>) -> Option<String> {
+    Typo::new(name).best(candidates)
 }
 
 #[cfg(test)]
 mod tests {
     use super::suggest;
+    use proptest::prelude::*;
+
+    /// [`suggest`] without the screening of [`super::Typo`]: what it must always agree with.
+    fn suggest_unscreened<'c>(
+        name: &str,
+        candidates: impl Iterator<Item = &'c str>,
+    ) -> Option<String> {
+        let lower = name.to_lowercase();
+        let limit = (name.chars().count() / 3).max(1);
+        let mut best: Option<(usize, &str)> = None;
+        for c in candidates {
+            if c == name {
+                continue;
+            }
+            let d = if c.to_lowercase() == lower {
+                0
+            } else {
+                strsim::damerau_levenshtein(name, c)
+            };
+            if d > limit {
+                continue;
+            }
+            if best.is_none_or(|(bd, bc)| d < bd || (d == bd && c < bc)) {
+                best = Some((d, c));
+            }
+        }
+        best.map(|(_, c)| c.to_string())
+    }
+
+    proptest! {
+        /// The cheap lower bound never drops a candidate the full distance would pick,
+        /// whatever the order of the candidates (ASCII, case, and non-ASCII names).
+        #[test]
+        fn screening_never_changes_the_suggestion(
+            name in "[a-cA-C_0-2\u{212A}é]{0,9}",
+            candidates in proptest::collection::vec("[a-cA-C_0-2\u{212A}é]{0,9}", 0..24),
+        ) {
+            let screened = suggest(&name, candidates.iter().map(String::as_str));
+            let full = suggest_unscreened(&name, candidates.iter().map(String::as_str));
+            prop_assert_eq!(&screened, &full);
+            let reversed = suggest(&name, candidates.iter().rev().map(String::as_str));
+            prop_assert_eq!(reversed, full);
+            // A test asked only of the candidates that would be picked filters like any other.
+            let even = |c: &str| c.len().is_multiple_of(2);
+            let fitting = super::Typo::new(&name)
+                .best_where(candidates.iter().map(String::as_str), even);
+            let filtered = suggest_unscreened(
+                &name,
+                candidates.iter().map(String::as_str).filter(|c| even(c)),
+            );
+            prop_assert_eq!(fitting, filtered);
+        }
+    }
 
     #[test]
     fn suggestions_are_close_and_deterministic() {
