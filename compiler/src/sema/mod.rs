@@ -50,7 +50,8 @@ pub fn analyze(sources: &SourceMap, parsed: &[Parsed]) -> (Option<Ir>, Vec<Diagn
     (ok.then_some(ir), diagnostics)
 }
 
-fn run(std_parsed: &[Parsed], user: &[&SourceFileAst]) -> (Ir, Vec<Diagnostic>) {
+/// A checker over the standard library and the `user` files, their names collected.
+fn checker<'a>(std_parsed: &'a [Parsed], user: &[&'a SourceFileAst]) -> Checker<'a> {
     let std_asts: Vec<(&'static str, &SourceFileAst)> = stdlib::FILES
         .iter()
         .zip(std_parsed)
@@ -58,7 +59,11 @@ fn run(std_parsed: &[Parsed], user: &[&SourceFileAst]) -> (Ir, Vec<Diagnostic>) 
         .collect();
     let mut errors = Vec::new();
     let names = Names::collect(&std_asts, user, &mut errors);
-    let mut ck = Checker::new(names, errors);
+    Checker::new(names, errors)
+}
+
+fn run(std_parsed: &[Parsed], user: &[&SourceFileAst]) -> (Ir, Vec<Diagnostic>) {
+    let mut ck = checker(std_parsed, user);
     let (mut ir, spans) = lower::lower(&mut ck);
     checks::run(&mut ck, &ir, &spans);
     lower::remap_catalogue(&ck, &mut ir);
@@ -113,14 +118,7 @@ pub struct Catalogue {
 /// Analyses the standard library alone and returns its catalogue.
 pub fn catalogue() -> Catalogue {
     let std_parsed = stdlib::parsed();
-    let std_asts: Vec<(&'static str, &SourceFileAst)> = stdlib::FILES
-        .iter()
-        .zip(std_parsed)
-        .map(|(f, p)| (f.module, &p.ast))
-        .collect();
-    let mut errors = Vec::new();
-    let names = Names::collect(&std_asts, &[], &mut errors);
-    let mut ck = Checker::new(names, errors);
+    let mut ck = checker(std_parsed, &[]);
     let _ = lower::lower(&mut ck);
     let diagnostics = diagnostics(&mut ck);
     let mut out = Catalogue::default();

@@ -745,20 +745,14 @@ fn atoms<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
         via_parser(nested_delimiters(open, close, others, hole))
     };
 
-    let list = element
-        .clone()
-        .separated_by(just(Token::Comma))
-        .allow_trailing()
-        .collect::<Vec<_>>()
-        .delimited_by(just(Token::LBracket), just(Token::RBracket))
-        .map_with(|items, e| Expr {
-            kind: ExprKind::List(items),
-            span: e.span(),
-        })
-        .labelled(label::LIST)
-        .as_context()
-        .recover_with(delimited_recovery(Token::LBracket, Token::RBracket))
-        .boxed();
+    let list = comma_separated(
+        element.clone(),
+        (Token::LBracket, Token::RBracket),
+        label::LIST,
+        ExprKind::List,
+    )
+    .recover_with(delimited_recovery(Token::LBracket, Token::RBracket))
+    .boxed();
 
     let map_key = ident()
         .map(MapKey::Name)
@@ -772,19 +766,14 @@ fn atoms<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
             value,
             span: e.span(),
         });
-    let map = map_entry
-        .separated_by(just(Token::Comma))
-        .allow_trailing()
-        .collect::<Vec<_>>()
-        .delimited_by(just(Token::LBrace), just(Token::RBrace))
-        .map_with(|entries, e| Expr {
-            kind: ExprKind::Map(entries),
-            span: e.span(),
-        })
-        .labelled(label::MAP)
-        .as_context()
-        .recover_with(delimited_recovery(Token::LBrace, Token::RBrace))
-        .boxed();
+    let map = comma_separated(
+        map_entry,
+        (Token::LBrace, Token::RBrace),
+        label::MAP,
+        ExprKind::Map,
+    )
+    .recover_with(delimited_recovery(Token::LBrace, Token::RBrace))
+    .boxed();
 
     let lambda = g
         .peek_if(|g, i| g.lambda_starts_at(i))
@@ -886,6 +875,27 @@ fn field_value<'tok, 'src: 'tok, Er: GrammarError<'tok, 'src>>(
         })
         .or(expr.clone())
         .boxed()
+}
+
+/// `open element, … close` (a trailing comma allowed) as the expression `kind(elements)`,
+/// labelled `what` in errors.
+fn comma_separated<'tok, 'src: 'tok, T: 'tok, Er: GrammarError<'tok, 'src>>(
+    element: impl Parser<'tok, Tokens<'tok, 'src>, T, Extra<Er>> + Clone + 'tok,
+    (open, close): (Token<'src>, Token<'src>),
+    what: &'static str,
+    kind: fn(Vec<T>) -> ExprKind,
+) -> impl Parser<'tok, Tokens<'tok, 'src>, Expr, Extra<Er>> + Clone + 'tok {
+    element
+        .separated_by(just(Token::Comma))
+        .allow_trailing()
+        .collect::<Vec<_>>()
+        .delimited_by(just(open), just(close))
+        .map_with(move |elements, e| Expr {
+            kind: kind(elements),
+            span: e.span(),
+        })
+        .labelled(what)
+        .as_context()
 }
 
 /// A block `{ entries }`, given the expression parser.
