@@ -32,6 +32,13 @@ fn at(span: Span) -> String {
     format!("@{}..{}", span.start, span.end)
 }
 
+/// Where an entry is dumped: on its own lines at a depth, or inline inside a record.
+#[derive(Clone, Copy)]
+enum Layout {
+    Lines(usize),
+    Inline,
+}
+
 fn id(i: &Ident) -> String {
     format!("{}{}", i.name, at(i.span))
 }
@@ -124,32 +131,56 @@ impl Dumper {
     fn entry(&mut self, entry: &Entry, depth: usize) {
         self.docs(&entry.docs, depth);
         self.indent(depth);
+        self.entry_as(entry, Layout::Lines(depth));
+    }
+
+    /// An entry, written the same way on its own lines and inline (inside a record) but for
+    /// how it ends and how a nested body is laid out.
+    fn entry_as(&mut self, entry: &Entry, layout: Layout) {
         let span = at(entry.span);
+        let end = match layout {
+            Layout::Lines(_) => ")\n",
+            Layout::Inline => ")",
+        };
+        let label = |label: &Option<Ident>| {
+            label
+                .as_ref()
+                .map(|l| format!(" {}", id(l)))
+                .unwrap_or_default()
+        };
         match &entry.kind {
-            EntryKind::Field { key, label, value } => {
-                let label = label
-                    .as_ref()
-                    .map(|l| format!(" {}", id(l)))
-                    .unwrap_or_default();
-                let _ = write!(self.out, "(field{span} {}{label} = ", id(key));
+            EntryKind::Field {
+                key,
+                label: l,
+                value,
+            } => {
+                let _ = write!(self.out, "(field{span} {}{} = ", id(key), label(l));
                 self.expr(value);
-                self.out.push_str(")\n");
+                self.out.push_str(end);
             }
-            EntryKind::Block { key, label, body } => {
-                let label = label
-                    .as_ref()
-                    .map(|l| format!(" {}", id(l)))
-                    .unwrap_or_default();
-                let _ = write!(self.out, "(block{span} {}{label}", id(key));
-                self.body_lines(body, depth);
+            EntryKind::Block {
+                key,
+                label: l,
+                body,
+            } => {
+                let _ = write!(self.out, "(block{span} {}{}", id(key), label(l));
+                match layout {
+                    Layout::Lines(depth) => self.body_lines(body, depth),
+                    Layout::Inline => {
+                        self.out.push(' ');
+                        self.inline_body(body);
+                        self.out.push(')');
+                    }
+                }
             }
             EntryKind::Bound { key, op, value } => {
                 let _ = write!(self.out, "(bound{span} {} {} ", id(key), op.as_str());
                 self.expr(value);
-                self.out.push_str(")\n");
+                self.out.push_str(end);
             }
             EntryKind::Error => {
-                let _ = writeln!(self.out, "(error-entry{span})");
+                let _ = write!(self.out, "(error-entry{span}");
+                self.out.push_str(end);
             }
         }
     }
@@ -228,35 +259,7 @@ impl Dumper {
 
     /// An entry inline, inside a record.
     fn inline_entry(&mut self, entry: &Entry) {
-        let span = at(entry.span);
-        match &entry.kind {
-            EntryKind::Field { key, label, value } => {
-                let label = label
-                    .as_ref()
-                    .map(|l| format!(" {}", id(l)))
-                    .unwrap_or_default();
-                let _ = write!(self.out, "(field{span} {}{label} = ", id(key));
-                self.expr(value);
-                self.out.push(')');
-            }
-            EntryKind::Block { key, label, body } => {
-                let label = label
-                    .as_ref()
-                    .map(|l| format!(" {}", id(l)))
-                    .unwrap_or_default();
-                let _ = write!(self.out, "(block{span} {}{label} ", id(key));
-                self.inline_body(body);
-                self.out.push(')');
-            }
-            EntryKind::Bound { key, op, value } => {
-                let _ = write!(self.out, "(bound{span} {} {} ", id(key), op.as_str());
-                self.expr(value);
-                self.out.push(')');
-            }
-            EntryKind::Error => {
-                let _ = write!(self.out, "(error-entry{span})");
-            }
-        }
+        self.entry_as(entry, Layout::Inline);
     }
 
     fn inline_body(&mut self, body: &Body) {
