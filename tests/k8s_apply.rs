@@ -446,6 +446,7 @@ fn approval_is_bound_to_the_plan() {
 
 /// The benchmark of docs/performance.md: 1,000 objects across 4 test clusters, applied, then
 /// applied again (no-op). `cargo test -p berth-runtime --test k8s_apply -- --ignored --nocapture`
+/// (`BERTH_BENCH_CONCURRENCY`, `BERTH_BENCH_LATENCY_MS`)
 #[test]
 #[ignore = "benchmark: run explicitly"]
 fn bench_apply_1000_objects_across_4_clusters() {
@@ -453,6 +454,15 @@ fn bench_apply_1000_objects_across_4_clusters() {
     use berth_runtime::k8s::kubeconfig::Kubeconfigs;
     use berth_runtime::k8s::render::{ClusterManifests, Kind, Manifest, Rendered};
     let servers: Vec<TestServer> = (0..4).map(|_| TestServer::start(TOKEN)).collect();
+    // A round trip to a real API server takes milliseconds: `BERTH_BENCH_LATENCY_MS` adds
+    // that much to every request, which is what the concurrency bound is for.
+    let latency: u64 = std::env::var("BERTH_BENCH_LATENCY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    for server in &servers {
+        server.set_latency(Duration::from_millis(latency));
+    }
     let names: Vec<String> = (0..4).map(|i| format!("cluster-{i}")).collect();
     let pairs: Vec<(&str, &TestServer)> = names.iter().map(String::as_str).zip(&servers).collect();
     let dir = tempfile::tempdir().expect("temp dir");
@@ -518,7 +528,9 @@ fn bench_apply_1000_objects_across_4_clusters() {
         let objects: usize = reports.iter().map(|r| r.objects.len()).sum();
         assert_eq!(objects, 1000);
         assert!(reports.iter().all(|r| r.error.is_none()));
-        eprintln!("{round}: {objects} objects, concurrency {concurrency}: {elapsed:?}");
+        eprintln!(
+            "{round}: {objects} objects, concurrency {concurrency}, latency {latency} ms: {elapsed:?}"
+        );
     }
 }
 
@@ -1034,4 +1046,45 @@ fn json_output_is_one_document_and_a_spec_directory_is_planned_on_the_spot() {
     let (code, _, err) = s.berth(&["render", SPEC, "-o", out_dir.to_str().expect("utf-8")]);
     assert_eq!(code, 0, "{err}");
     assert!(out_dir.join("fra-gpu-prod/ml.yaml").is_file(), "{err}");
+}
+
+#[test]
+fn rejected_credentials_are_reported_and_never_printed() {
+    let s = Setup::new();
+    // The prod cluster's user has a token the server does not accept.
+    const WRONG: &str = "wr0ng-t0ken-also-secret";
+    let path = s.dir.path().join("kubeconfig");
+    std::fs::write(&path, kubeconfig(&[("fra-gpu-prod", &s.prod)], WRONG)).expect("write");
+    let burst = s.dir.path().join("burst-kubeconfig");
+    std::fs::write(&burst, kubeconfig(&[("eks-gpu-burst", &s.burst)], TOKEN)).expect("write");
+    for output in ["human", "json"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+            .args(["--output", output, "apply", s.plan_path(), "--spec", SPEC])
+            // Two files merged, as kubectl merges them.
+            .env(
+                "KUBECONFIG",
+                std::env::join_paths([&path, &burst]).expect("paths"),
+            )
+            .env("BERTH_K8S_RETRY_BASE_MS", "5")
+            .output()
+            .expect("run berth");
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(1), "{all}");
+        assert!(
+            all.contains("the server did not accept the credentials"),
+            "{all}"
+        );
+        assert!(
+            !all.contains(WRONG) && !all.contains(TOKEN),
+            "credentials in the output:\n{all}"
+        );
+    }
+    assert!(
+        s.burst.get("jobs", "burst", "ranker-training").is_some(),
+        "the other cluster is applied"
+    );
 }
