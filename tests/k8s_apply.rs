@@ -739,6 +739,35 @@ fn wait_follows_rollouts_with_watches_and_ends_soon_after_the_last_is_ready() {
 }
 
 #[test]
+fn wait_lists_again_when_a_watch_is_expired() {
+    let s = Setup::new();
+    s.prod.run_controllers(Duration::from_millis(1500));
+    s.burst.run_controllers(Duration::from_millis(1500));
+    // The first two watches of prod's Deployments are told their version is too old.
+    s.prod.inject(Fault {
+        method: Some(axum::http::Method::GET),
+        path: Some("/deployments?&watch=true".to_string()),
+        kind: FaultKind::Expired,
+        times: 2,
+        after_writes: 0,
+    });
+    let (code, _, err) = s.apply(&["--wait", "--timeout", "30"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("rolled out       Deployment ml/chat-assistant after "),
+        "{err}"
+    );
+    let log = s.prod.log();
+    let lists = log
+        .iter()
+        .filter(|l| {
+            l.starts_with("GET /apis/apps/v1/namespaces/ml/deployments?") && !l.contains("watch=")
+        })
+        .count();
+    assert!(lists >= 2, "listed again after 410: {log:#?}");
+}
+
+#[test]
 fn throttling_waits_as_long_as_the_server_asks() {
     let s = Setup::new();
     s.prod.inject(Fault {

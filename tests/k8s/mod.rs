@@ -47,6 +47,9 @@ pub enum FaultKind {
     Status(u16),
     /// Close the connection without an answer.
     Drop,
+    /// A watch answered with one `ERROR` event, `410 Expired`, as if its resourceVersion
+    /// had been compacted away.
+    Expired,
     /// 429 with a `Retry-After` header and `details.retryAfterSeconds`, as the API server's
     /// priority and fairness answers.
     Throttle { retry_after_seconds: u32 },
@@ -57,7 +60,8 @@ pub enum FaultKind {
 pub struct Fault {
     /// `GET`, `PATCH`, `DELETE`; `None` matches every method.
     pub method: Option<Method>,
-    /// A substring of the path; `None` matches every path.
+    /// A substring of the path and query (`/jobs/`, `watch=true`); `None` matches every
+    /// request.
     pub path: Option<String>,
     pub kind: FaultKind,
     /// How many matching requests it hits (`u32::MAX`: all).
@@ -510,12 +514,17 @@ async fn handle(
     if !authorized {
         return status(401, "Unauthorized", "Unauthorized", Vec::new());
     }
-    if let Some(fault) = take_fault(&shared, &method, uri.path()) {
+    let path_and_query = uri.path_and_query().map_or("", |p| p.as_str());
+    if let Some(fault) = take_fault(&shared, &method, path_and_query) {
         match fault {
             FaultKind::Drop => {
                 // Unwinding out of the handler aborts the connection's task: the client sees
                 // the connection close with no answer. `resume_unwind` skips the panic hook.
                 std::panic::resume_unwind(Box::new("injected connection drop"));
+            }
+            FaultKind::Expired => {
+                let current = shared.store.lock().expect("store lock").resource_version;
+                return stream_response(futures::stream::iter([expired(0, current)]));
             }
             FaultKind::Throttle {
                 retry_after_seconds,
