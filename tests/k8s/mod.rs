@@ -91,6 +91,9 @@ struct Event {
     /// The object after the change (for `DELETED`, its last state with the deletion's
     /// resourceVersion).
     object: Value,
+    /// The object before the change, if it existed: a watch with a label selector sees an
+    /// object that stops matching as DELETED, one that starts matching as ADDED.
+    previous: Option<Value>,
 }
 
 /// A watch that waits longer than this for events it was not sent is ended (the watch
@@ -142,13 +145,15 @@ impl Store {
             namespace: key.1.clone(),
             kind,
             object,
+            previous: self.objects.get(key).map(rendered),
         };
         self.history.push(event.clone());
         // No receiver (no open watch) is not an error.
         let _ = self.events.send(event);
     }
 
-    /// Bumps the resourceVersion for a write to `stored` and records its event.
+    /// Bumps the resourceVersion for a write to `stored` and records its event (before the
+    /// new state is stored: the stored one is the event's previous state).
     fn bump(&mut self, kind: &'static str, key: &Key, stored: &mut Stored) {
         self.resource_version += 1;
         stored.object["metadata"]["resourceVersion"] = json!(self.resource_version.to_string());
@@ -720,13 +725,30 @@ struct Watch {
 }
 
 impl Watch {
-    fn sees(&self, event: &Event) -> bool {
-        event.plural == self.plural
-            && self
+    /// The event this watch is sent for `event`, if any: label selectors are applied to the
+    /// object before and after the change, as the API server does.
+    fn sees(&self, event: &Event) -> Option<Bytes> {
+        if event.plural != self.plural
+            || self
                 .namespace
                 .as_ref()
-                .is_none_or(|ns| *ns == event.namespace)
-            && matches_selector(&event.object, &self.selector)
+                .is_some_and(|ns| *ns != event.namespace)
+        {
+            return None;
+        }
+        let now = matches_selector(&event.object, &self.selector);
+        let before = event
+            .previous
+            .as_ref()
+            .is_some_and(|p| matches_selector(p, &self.selector));
+        let kind = match (event.kind, before, now) {
+            ("DELETED", _, true) | ("MODIFIED", true, false) => "DELETED",
+            ("DELETED", _, false) => return None,
+            ("MODIFIED", false, true) => "ADDED",
+            (kind, _, true) => kind,
+            (_, _, false) => return None,
+        };
+        Some(line(kind, event.object.clone()))
     }
 
     fn bookmark(&self, resource_version: u64) -> Bytes {
@@ -803,11 +825,13 @@ fn watch(shared: &Arc<Shared>, target: &Target, params: &BTreeMap<String, String
                 return stream_response(futures::stream::iter([body]));
             }
             Ok(asked) => {
-                for event in &store.history {
-                    if event.resource_version > asked && watch.sees(event) {
-                        backlog.push(line(event.kind, event.object.clone()));
-                    }
-                }
+                backlog.extend(
+                    store
+                        .history
+                        .iter()
+                        .filter(|e| e.resource_version > asked)
+                        .filter_map(|e| watch.sees(e)),
+                );
                 asked
             }
         },
@@ -839,10 +863,10 @@ fn watch(shared: &Arc<Shared>, target: &Target, params: &BTreeMap<String, String
                 event = receiver.recv() => match event {
                     Ok(event) => {
                         seen = seen.max(event.resource_version);
-                        if event.resource_version <= start || !watch.sees(&event) {
-                            continue;
+                        match watch.sees(&event) {
+                            Some(line) if event.resource_version > start => line,
+                            _ => continue,
                         }
-                        line(event.kind, event.object)
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
                         let _ = sender.send(expired(seen, seen)).await;
@@ -1109,15 +1133,8 @@ fn rolled_out_status(object: &Value) -> Option<Value> {
         }
         _ => return None,
     };
-    let current = object.get("status");
-    let done = match object["kind"].as_str()? {
-        "Job" => current == Some(&status),
-        _ => {
-            current.and_then(|s| s.get("observedGeneration")) == Some(&generation)
-                && current == Some(&status)
-        }
-    };
-    (!done).then_some(status)
+    // The status carries the observed generation: equal means rolled out already.
+    (object.get("status") != Some(&status)).then_some(status)
 }
 
 /// The fields of a kind that cannot change once created, as JSON pointers. A Job's pod

@@ -304,3 +304,29 @@ fn throttling_carries_retry_after() {
         "{answer}"
     );
 }
+
+#[test]
+fn an_object_leaving_a_watchs_selection_is_deleted_for_it() {
+    let server = TestServer::start(TOKEN);
+    server.seed("admin", namespace("ml"));
+    let api: Api<ConfigMap> = Api::namespaced(client(&server), "ml");
+    let from = server.resource_version().to_string();
+    server.seed("kubectl", config_map("x", "1", json!({})));
+    server.seed("kubectl", config_map("x", "1", json!({"team": "a"})));
+    server.seed("kubectl", config_map("x", "2", json!({"team": "a"})));
+    server.seed("kubectl", config_map("x", "2", json!({"team": "b"})));
+    let events = server.block_on(async {
+        let params = WatchParams::default().timeout(1).labels("team=a");
+        let stream = api.watch(&params, &from).await.expect("watch");
+        stream
+            .filter_map(|e| async move {
+                match e.expect("event") {
+                    WatchEvent::Bookmark(_) => None,
+                    event => Some(summary(&event).0),
+                }
+            })
+            .collect::<Vec<_>>()
+            .await
+    });
+    assert_eq!(events, ["ADDED", "MODIFIED", "DELETED"]);
+}
