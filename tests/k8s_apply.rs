@@ -228,6 +228,23 @@ fn throttling_and_server_errors_are_retried() {
         .filter(|l| l.starts_with("PATCH"))
         .count();
     assert!(patches > 6, "retried: {patches} patches");
+
+    // A server that never recovers: the attempts run out, the object fails, exit 1.
+    s.prod.inject(Fault {
+        method: Some(axum::http::Method::PATCH),
+        path: Some("/services/".to_string()),
+        kind: FaultKind::Status(500),
+        times: u32::MAX,
+        after_writes: 0,
+    });
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(
+            "failed           Service ml/chat-assistant: server answered 500 on all 5 attempts"
+        ),
+        "{err}"
+    );
 }
 
 #[test]
