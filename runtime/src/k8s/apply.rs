@@ -290,7 +290,9 @@ async fn apply_cluster(
         && !options.dry_run
         && !report.objects.iter().any(|o| o.outcome.is_failure())
     {
-        report.rollouts = rollout::wait(&cluster, planned, timeout).await;
+        // On a terminal, each rollout as it settles (the summary repeats them at the end).
+        let announce = |object: &str, rollout: &Rollout| bar.println(rollout_line(object, rollout));
+        report.rollouts = rollout::wait(&cluster, planned, timeout, &announce).await;
     }
     if options.prune {
         if report.objects.iter().any(|o| o.outcome.is_failure()) {
@@ -532,22 +534,7 @@ fn print(
             ui.status(&format_args!("  {word:<16} {}{detail}", object.object))?;
         }
         for (object, rollout) in &report.rollouts {
-            match rollout {
-                Rollout::Done { after } => ui.status(&format_args!(
-                    "  {:<16} {object} after {:.1}s",
-                    "rolled out",
-                    after.as_secs_f64()
-                ))?,
-                Rollout::Failed { reason, after } => ui.status(&format_args!(
-                    "  {:<16} {object} after {:.1}s: {reason}",
-                    "failed",
-                    after.as_secs_f64()
-                ))?,
-                Rollout::Pending(progress) => ui.status(&format_args!(
-                    "  {:<16} {object}: {progress} when the wait ended",
-                    "not rolled out"
-                ))?,
-            }
+            ui.status(&rollout_line(object, rollout))?;
         }
         if let Some(why) = &report.prune_skipped {
             ui.status(&format_args!("  prune skipped: {why}"))?;
@@ -567,6 +554,25 @@ fn print(
             .sum::<usize>(),
     ))?;
     Ok(exit)
+}
+
+fn rollout_line(object: &str, rollout: &Rollout) -> String {
+    match rollout {
+        Rollout::Done { after } => format!(
+            "  {:<16} {object} after {:.1}s",
+            "rolled out",
+            after.as_secs_f64()
+        ),
+        Rollout::Failed { reason, after } => format!(
+            "  {:<16} {object} after {:.1}s: {reason}",
+            "failed",
+            after.as_secs_f64()
+        ),
+        Rollout::Pending(progress) => format!(
+            "  {:<16} {object}: {progress} when the wait ended",
+            "not rolled out"
+        ),
+    }
 }
 
 fn object_line(object: &ObjectReport, dry_run: bool, ui: &mut Ui<'_>) -> io::Result<()> {

@@ -141,12 +141,16 @@ fn state_of(kind: Kind, live: Option<&Value>) -> State {
     }
 }
 
+/// Told of each rollout as it completes or fails: `(Kind namespace/name, rollout)`.
+pub type OnSettled<'a> = &'a (dyn Fn(&str, &Rollout) + Sync);
+
 /// Waits for every Deployment, StatefulSet and Job of `planned` on `cluster`, at most
 /// `timeout`; one result per object (`Kind namespace/name`), in the rendering's order.
 pub async fn wait(
     cluster: &Cluster,
     planned: &ClusterManifests,
     timeout: Duration,
+    on_settled: OnSettled<'_>,
 ) -> Vec<(String, Rollout)> {
     let start = Instant::now();
     let deadline = start + timeout;
@@ -164,7 +168,8 @@ pub async fn wait(
     }
     let followed = futures::future::join_all(groups.into_iter().map(
         |((kind, namespace), names)| async move {
-            let rollouts = follow(cluster, kind, &namespace, &names, start, deadline).await;
+            let tracker = Tracker::new(kind, &namespace, &names, start, on_settled);
+            let rollouts = follow(cluster, tracker, &namespace, &names, deadline).await;
             ((kind, namespace), rollouts)
         },
     ))
@@ -184,35 +189,54 @@ pub async fn wait(
 }
 
 /// The rollouts of `names` (objects of `kind` in `namespace`) as they settle.
-struct Tracker {
+struct Tracker<'a> {
     kind: Kind,
+    namespace: String,
     start: Instant,
+    on_settled: OnSettled<'a>,
     /// The latest state of each object not settled yet.
     open: BTreeMap<String, State>,
     settled: BTreeMap<String, Rollout>,
 }
 
-impl Tracker {
+impl<'a> Tracker<'a> {
+    fn new(
+        kind: Kind,
+        namespace: &str,
+        names: &[String],
+        start: Instant,
+        on_settled: OnSettled<'a>,
+    ) -> Tracker<'a> {
+        Tracker {
+            kind,
+            namespace: namespace.to_string(),
+            start,
+            on_settled,
+            open: names
+                .iter()
+                .map(|n| (n.clone(), State::Pending(Progress::Missing)))
+                .collect(),
+            settled: BTreeMap::new(),
+        }
+    }
+
     fn update(&mut self, name: &str, live: Option<&Value>) {
         if !self.open.contains_key(name) {
             return;
         }
         let after = self.start.elapsed();
-        match state_of(self.kind, live) {
-            State::Done => {
-                self.open.remove(name);
-                self.settled
-                    .insert(name.to_string(), Rollout::Done { after });
-            }
-            State::Failed(reason) => {
-                self.open.remove(name);
-                self.settled
-                    .insert(name.to_string(), Rollout::Failed { reason, after });
-            }
+        let rollout = match state_of(self.kind, live) {
+            State::Done => Rollout::Done { after },
+            State::Failed(reason) => Rollout::Failed { reason, after },
             pending => {
                 self.open.insert(name.to_string(), pending);
+                return;
             }
-        }
+        };
+        self.open.remove(name);
+        let object = format!("{} {}/{name}", self.kind.kind(), self.namespace);
+        (self.on_settled)(&object, &rollout);
+        self.settled.insert(name.to_string(), rollout);
     }
 
     fn finished(&self) -> bool {
@@ -238,22 +262,13 @@ const RELIST_PAUSE: Duration = Duration::from_millis(200);
 /// LIST, then WATCH from the list's version until every object settled or `deadline`.
 async fn follow(
     cluster: &Cluster,
-    kind: Kind,
+    mut tracker: Tracker<'_>,
     namespace: &str,
     names: &[String],
-    start: Instant,
     deadline: Instant,
 ) -> BTreeMap<String, Rollout> {
+    let kind = tracker.kind;
     let selector = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
-    let mut tracker = Tracker {
-        kind,
-        start,
-        open: names
-            .iter()
-            .map(|n| (n.clone(), State::Pending(Progress::Missing)))
-            .collect(),
-        settled: BTreeMap::new(),
-    };
     'list: while !tracker.finished() && Instant::now() < deadline {
         let mut version = match cluster.list_versioned(kind, namespace, &selector).await {
             Ok((objects, version)) => {
