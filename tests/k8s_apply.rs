@@ -9,6 +9,7 @@ use k8s::{Fault, FaultKind, TestServer, kubeconfig};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 const TOKEN: &str = "s3cr3t-token-do-not-print";
 const AT: &str = "2025-06-07T10:00:00Z";
@@ -227,6 +228,23 @@ fn throttling_and_server_errors_are_retried() {
         .filter(|l| l.starts_with("PATCH"))
         .count();
     assert!(patches > 6, "retried: {patches} patches");
+
+    // A server that never recovers: the attempts run out, the object fails, exit 1.
+    s.prod.inject(Fault {
+        method: Some(axum::http::Method::PATCH),
+        path: Some("/services/".to_string()),
+        kind: FaultKind::Status(500),
+        times: u32::MAX,
+        after_writes: 0,
+    });
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(
+            "failed           Service ml/chat-assistant: server answered 500 on all 5 attempts"
+        ),
+        "{err}"
+    );
 }
 
 #[test]
@@ -445,6 +463,7 @@ fn approval_is_bound_to_the_plan() {
 
 /// The benchmark of docs/performance.md: 1,000 objects across 4 test clusters, applied, then
 /// applied again (no-op). `cargo test -p berth-runtime --test k8s_apply -- --ignored --nocapture`
+/// (`BERTH_BENCH_CONCURRENCY`, `BERTH_BENCH_LATENCY_MS`)
 #[test]
 #[ignore = "benchmark: run explicitly"]
 fn bench_apply_1000_objects_across_4_clusters() {
@@ -452,6 +471,15 @@ fn bench_apply_1000_objects_across_4_clusters() {
     use berth_runtime::k8s::kubeconfig::Kubeconfigs;
     use berth_runtime::k8s::render::{ClusterManifests, Kind, Manifest, Rendered};
     let servers: Vec<TestServer> = (0..4).map(|_| TestServer::start(TOKEN)).collect();
+    // A round trip to a real API server takes milliseconds: `BERTH_BENCH_LATENCY_MS` adds
+    // that much to every request, which is what the concurrency bound is for.
+    let latency: u64 = std::env::var("BERTH_BENCH_LATENCY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    for server in &servers {
+        server.set_latency(Duration::from_millis(latency));
+    }
     let names: Vec<String> = (0..4).map(|i| format!("cluster-{i}")).collect();
     let pairs: Vec<(&str, &TestServer)> = names.iter().map(String::as_str).zip(&servers).collect();
     let dir = tempfile::tempdir().expect("temp dir");
@@ -517,7 +545,9 @@ fn bench_apply_1000_objects_across_4_clusters() {
         let objects: usize = reports.iter().map(|r| r.objects.len()).sum();
         assert_eq!(objects, 1000);
         assert!(reports.iter().all(|r| r.error.is_none()));
-        eprintln!("{round}: {objects} objects, concurrency {concurrency}: {elapsed:?}");
+        eprintln!(
+            "{round}: {objects} objects, concurrency {concurrency}, latency {latency} ms: {elapsed:?}"
+        );
     }
 }
 
@@ -623,72 +653,325 @@ fn real_cluster_when_configured() {
 }
 
 #[test]
-fn wait_reports_rollouts_and_times_out() {
+fn wait_reports_what_did_not_roll_out_when_the_timeout_ends() {
     let s = Setup::new();
-    let mut args = vec![
+    // No controllers: nothing ever becomes ready.
+    let started = Instant::now();
+    let (code, _, err) = s.apply(&["--wait", "--timeout", "1"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("not rolled out   Deployment ml/chat-assistant: 0/"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "not rolled out   Job burst/ranker-training: 0/1 succeeded when the wait ended"
+        ),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the timeout ends the wait"
+    );
+}
+
+#[test]
+fn wait_follows_rollouts_with_watches_and_ends_soon_after_the_last_is_ready() {
+    let s = Setup::new();
+    let ready_after = Duration::from_millis(1500);
+    s.prod.run_controllers(ready_after);
+    s.burst.run_controllers(ready_after);
+    let started = Instant::now();
+    let (code, out, err) = s.berth(&[
+        "--output",
+        "json",
         "apply",
         s.plan_path(),
         "--spec",
         SPEC,
         "--wait",
         "--timeout",
-        "1",
-    ];
-    let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_berth"))
-            .args(args)
-            .env("KUBECONFIG", s.dir.path().join("kubeconfig"))
-            .env("BERTH_K8S_POLL_MS", "50")
-            .output()
-            .expect("run berth");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
-    // Nothing becomes ready: the wait ends with every workload pending.
-    let (code, err) = run(&args);
-    assert_eq!(code, 1, "{err}");
+        "60",
+    ]);
+    let elapsed = started.elapsed();
+    assert_eq!(code, 0, "{err}\n{out}");
+    // The wait ended with the last status change, not at the timeout nor on a poll tick.
     assert!(
-        err.contains("not rolled out   Deployment ml/chat-assistant: 0/"),
-        "{err}"
+        elapsed >= ready_after && elapsed < ready_after + Duration::from_secs(8),
+        "{elapsed:?}"
     );
-    // The controllers report ready and complete: the wait succeeds.
-    for (server, kind, plural, ns) in [
-        (&s.prod, "Deployment", "deployments", "ml"),
-        (&s.prod, "Job", "jobs", "ml"),
-        (&s.burst, "Job", "jobs", "burst"),
-    ] {
-        for key in server.keys() {
-            if key.0 != plural || key.1 != ns {
-                continue;
-            }
-            let live = server.get(plural, ns, &key.2).expect("live");
-            let api_version = live["apiVersion"].clone();
-            let status = if kind == "Job" {
-                json!({"succeeded": live["spec"]["completions"]})
-            } else {
-                json!({"readyReplicas": live["spec"]["replicas"],
-                       "observedGeneration": live["metadata"]["generation"]})
-            };
-            server.seed(
-                "kube-controller-manager",
-                json!({"apiVersion": api_version, "kind": kind,
-                       "metadata": {"name": key.2, "namespace": ns}, "status": status}),
-            );
-        }
+    let doc: Value = serde_json::from_str(&out).expect("json");
+    let rollouts: Vec<(String, String, f64)> = doc["clusters"]
+        .as_array()
+        .expect("clusters")
+        .iter()
+        .flat_map(|c| c["rollouts"].as_array().expect("rollouts").clone())
+        .map(|r| {
+            (
+                r["object"].as_str().expect("object").to_string(),
+                r["result"].as_str().expect("result").to_string(),
+                r["seconds"].as_f64().unwrap_or(-1.0),
+            )
+        })
+        .collect();
+    let objects: Vec<&str> = rollouts.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(
+        objects,
+        [
+            "Job burst/ranker-training",
+            "Job ml/llm-finetune",
+            "Job ml/ranker-training",
+            "Deployment ml/chat-assistant",
+            "Deployment ml/search-embeddings",
+        ]
+    );
+    for (object, result, seconds) in &rollouts {
+        assert_eq!(result, "done", "{object}");
+        assert!(*seconds > 0.0 && *seconds < 10.0, "{object}: {seconds}");
     }
-    args[6] = "5";
-    let (code, err) = run(&args);
+    // Watched, not polled: the wait LISTs each kind and namespace once and WATCHes from
+    // there; the only GETs of single workload objects are apply's reads.
+    let log = s.prod.log();
+    assert!(
+        log.iter().any(
+            |l| l.starts_with("GET /apis/apps/v1/namespaces/ml/deployments?")
+                && l.contains("watch=true")
+                && l.contains("resourceVersion=")
+        ),
+        "{log:#?}"
+    );
+    let reads = log
+        .iter()
+        .filter(|l| l.starts_with("GET /apis/apps/v1/namespaces/ml/deployments/chat-assistant"))
+        .count();
+    assert_eq!(reads, 1, "{log:#?}");
+
+    // Human output: one line per workload, with the time it took.
+    let (code, _, err) = s.apply(&["--wait", "--timeout", "5"]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        err.contains("rolled out       Deployment ml/chat-assistant"),
+        err.contains("rolled out       Deployment ml/chat-assistant after "),
+        "{err}"
+    );
+}
+
+#[test]
+fn wait_lists_again_when_a_watch_is_expired() {
+    let s = Setup::new();
+    s.prod.run_controllers(Duration::from_millis(1500));
+    s.burst.run_controllers(Duration::from_millis(1500));
+    // The first two watches of prod's Deployments are told their version is too old.
+    s.prod.inject(Fault {
+        method: Some(axum::http::Method::GET),
+        path: Some("/deployments?&watch=true".to_string()),
+        kind: FaultKind::Expired,
+        times: 2,
+        after_writes: 0,
+    });
+    let (code, _, err) = s.apply(&["--wait", "--timeout", "30"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("rolled out       Deployment ml/chat-assistant after "),
+        "{err}"
+    );
+    let log = s.prod.log();
+    let lists = log
+        .iter()
+        .filter(|l| {
+            l.starts_with("GET /apis/apps/v1/namespaces/ml/deployments?") && !l.contains("watch=")
+        })
+        .count();
+    assert!(lists >= 2, "listed again after 410: {log:#?}");
+}
+
+#[test]
+fn throttling_waits_as_long_as_the_server_asks() {
+    let s = Setup::new();
+    s.prod.inject(Fault {
+        method: Some(axum::http::Method::PATCH),
+        path: Some("configmaps".to_string()),
+        kind: FaultKind::Throttle {
+            retry_after_seconds: 1,
+        },
+        times: 2,
+        after_writes: 0,
+    });
+    let started = Instant::now();
+    let (code, _, err) = s.apply(&["--concurrency", "1"]);
+    assert_eq!(code, 0, "{err}");
+    // The backoff is 5 ms here (BERTH_K8S_RETRY_BASE_MS); the server asked for 1 s, twice.
+    assert!(started.elapsed() >= Duration::from_secs(2), "{err}");
+}
+
+#[test]
+fn a_changed_job_template_replaces_the_job_when_berth_manages_it() {
+    let s = Setup::new();
+    assert_eq!(s.apply(&[]).0, 0);
+    // The live Job runs another image (an earlier plan's): its template cannot be patched.
+    let mut live = s
+        .burst
+        .get("jobs", "burst", "ranker-training")
+        .expect("applied");
+    let uid = live["metadata"]["uid"].clone();
+    live["metadata"]
+        .as_object_mut()
+        .expect("meta")
+        .remove("managedFields");
+    live["spec"]["template"]["spec"]["containers"][0]["image"] = json!("registry/old:0.9");
+    s.burst.seed("berth", live);
+
+    let (code, out, err) = s.apply(&["--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("would replace    Job burst/ranker-training"),
         "{err}"
     );
     assert!(
-        err.contains("rolled out       Job burst/ranker-training"),
+        out.contains("-") && out.contains("registry/old:0.9"),
+        "{out}"
+    );
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("replaced         Job burst/ranker-training"),
         "{err}"
     );
+    let replaced = s
+        .burst
+        .get("jobs", "burst", "ranker-training")
+        .expect("created again");
+    assert_ne!(replaced["metadata"]["uid"], uid, "a new object");
+    assert_ne!(
+        replaced["spec"]["template"]["spec"]["containers"][0]["image"],
+        json!("registry/old:0.9")
+    );
+    let deletes: Vec<String> = s
+        .burst
+        .log()
+        .into_iter()
+        .filter(|l| l.starts_with("DELETE"))
+        .collect();
+    assert_eq!(
+        deletes,
+        [
+            "DELETE /apis/batch/v1/namespaces/burst/jobs/ranker-training? propagationPolicy=Background"
+        ]
+    );
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("0 changed"), "{err}");
+}
+
+#[test]
+fn a_changed_job_template_is_not_replaced_when_the_job_is_not_berths() {
+    let s = Setup::new();
+    s.prod.seed(
+        "admin",
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}}),
+    );
+    s.prod.seed(
+        "kubectl",
+        json!({"apiVersion": "batch/v1", "kind": "Job",
+               "metadata": {"name": "llm-finetune", "namespace": "ml"},
+               "spec": {"template": {"spec": {"restartPolicy": "Never",
+                   "containers": [{"name": "theirs", "image": "theirs:1"}]}}}}),
+    );
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("conflict with field manager `kubectl`"),
+        "{err}"
+    );
+    let (code, _, err) = s.apply(&["--force-conflicts"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(
+            "failed           Job ml/llm-finetune: rejected (422): `spec.template` cannot change"
+        ),
+        "{err}"
+    );
+    let live = s
+        .prod
+        .get("jobs", "ml", "llm-finetune")
+        .expect("still there");
+    assert_eq!(
+        live["spec"]["template"]["spec"]["containers"][0]["image"],
+        "theirs:1"
+    );
+    assert!(
+        !s.prod.log().iter().any(|l| l.starts_with("DELETE")),
+        "nothing deleted"
+    );
+}
+
+#[test]
+fn status_reports_mig_allocation() {
+    const PEAK: &str = "../examples/peak-hours";
+    let hpc = TestServer::start(TOKEN);
+    let interactive = TestServer::start(TOKEN);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = kubeconfig(
+        &[("muc-hpc", &hpc), ("muc-interactive", &interactive)],
+        TOKEN,
+    );
+    std::fs::write(dir.path().join("kubeconfig"), config).expect("write kubeconfig");
+    let loaded = files::load(&[PathBuf::from(PEAK)], &FsReader).expect("load spec");
+    let sources = berth_runtime::planning::spec::relative_sources(Path::new(PEAK), &loaded);
+    let planned = berth_compiler::driver::plan(&sources, AT.parse().expect("at"))
+        .unwrap_or_else(|_| panic!("the example plans"));
+    let plan = dir.path().join("plan.json");
+    std::fs::write(&plan, serde_json::to_string(&planned.plan).expect("json")).expect("write");
+    interactive.seed(
+        "kubelet",
+        json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "a100-1", "labels": {"nvidia.com/mig.config": "all-1g.10gb"}},
+            "status": {"capacity": {"nvidia.com/mig-1g.10gb": "28", "nvidia.com/gpu": "0"},
+                       "allocatable": {"nvidia.com/mig-1g.10gb": "28"}}}),
+    );
+    for (name, slices) in [("nb-1", 1), ("nb-2", 2)] {
+        interactive.seed(
+            "kubelet",
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "notebooks"},
+                "spec": {"nodeName": "a100-1", "containers": [{"name": "c", "image": "i",
+                    "resources": {"limits": {"nvidia.com/mig-1g.10gb": slices.to_string()}}}]},
+                "status": {"phase": "Running"}}),
+        );
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args([
+            "--output",
+            "json",
+            "status",
+            plan.to_str().expect("utf-8"),
+            "--spec",
+            PEAK,
+        ])
+        .env("KUBECONFIG", dir.path().join("kubeconfig"))
+        .env("BERTH_K8S_RETRY_BASE_MS", "5")
+        .output()
+        .expect("run berth");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stdout.contains(TOKEN) && !stderr.contains(TOKEN));
+    let doc: Value = serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("{stdout}{stderr}"));
+    let cluster = doc["clusters"]
+        .as_array()
+        .expect("clusters")
+        .iter()
+        .find(|c| c["context"] == "muc-interactive")
+        .unwrap_or_else(|| panic!("{doc}"));
+    let pool = cluster["pools"]
+        .as_array()
+        .expect("pools")
+        .iter()
+        .find(|p| p["pool"] == "a100")
+        .unwrap_or_else(|| panic!("{cluster}"));
+    assert_eq!(pool["resource"], "nvidia.com/mig-1g.10gb", "{pool}");
+    assert_eq!(pool["nodes"], 1, "{pool}");
+    assert_eq!(pool["capacity"], 28, "{pool}");
+    assert_eq!(pool["allocatable"], 28, "{pool}");
+    assert_eq!(pool["allocated"], 3, "{pool}");
 }
 
 /// A spec with one Arc-attached target whose GitOps repository is `repo`.
@@ -809,4 +1092,45 @@ fn json_output_is_one_document_and_a_spec_directory_is_planned_on_the_spot() {
     let (code, _, err) = s.berth(&["render", SPEC, "-o", out_dir.to_str().expect("utf-8")]);
     assert_eq!(code, 0, "{err}");
     assert!(out_dir.join("fra-gpu-prod/ml.yaml").is_file(), "{err}");
+}
+
+#[test]
+fn rejected_credentials_are_reported_and_never_printed() {
+    let s = Setup::new();
+    // The prod cluster's user has a token the server does not accept.
+    const WRONG: &str = "wr0ng-t0ken-also-secret";
+    let path = s.dir.path().join("kubeconfig");
+    std::fs::write(&path, kubeconfig(&[("fra-gpu-prod", &s.prod)], WRONG)).expect("write");
+    let burst = s.dir.path().join("burst-kubeconfig");
+    std::fs::write(&burst, kubeconfig(&[("eks-gpu-burst", &s.burst)], TOKEN)).expect("write");
+    for output in ["human", "json"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+            .args(["--output", output, "apply", s.plan_path(), "--spec", SPEC])
+            // Two files merged, as kubectl merges them.
+            .env(
+                "KUBECONFIG",
+                std::env::join_paths([&path, &burst]).expect("paths"),
+            )
+            .env("BERTH_K8S_RETRY_BASE_MS", "5")
+            .output()
+            .expect("run berth");
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(1), "{all}");
+        assert!(
+            all.contains("the server did not accept the credentials"),
+            "{all}"
+        );
+        assert!(
+            !all.contains(WRONG) && !all.contains(TOKEN),
+            "credentials in the output:\n{all}"
+        );
+    }
+    assert!(
+        s.burst.get("jobs", "burst", "ranker-training").is_some(),
+        "the other cluster is applied"
+    );
 }

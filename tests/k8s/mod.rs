@@ -11,9 +11,19 @@
 //! - `dryRun=All` on writes; `resourceVersion` bumped on every write that changes the object
 //!   (a no-op apply keeps it, as a real server does); `generation` on spec changes;
 //! - DELETE; 404 for objects and for writes into a missing namespace; 422 for an object that
-//!   does not deserialize into its k8s-openapi type; 401 without the bearer token;
-//! - injectable faults: status codes (429, 500, 403, …) for matching requests, dropped
-//!   connections after N writes, latency.
+//!   does not deserialize into its k8s-openapi type, and for a Job whose `spec.template` or
+//!   `spec.selector` changes (`field is immutable`); 401 without the bearer token;
+//! - WATCH (`?watch=true`) on namespaced and cluster-scoped collections: newline-delimited
+//!   JSON events (`ADDED`, `MODIFIED`, `DELETED`; `BOOKMARK` with `allowWatchBookmarks`) from
+//!   every write (applies, deletes, seeded objects and status), starting after
+//!   `resourceVersion` (or with the current objects as `ADDED` when it is unset or `0`),
+//!   ended after `timeoutSeconds`; a `resourceVersion` older than the retained history
+//!   ([`TestServer::compact`]) gets one `ERROR` event, a `410` `Expired` Status, as the API
+//!   server's watch cache answers;
+//! - controllers on request ([`TestServer::run_controllers`]): workload status (ready
+//!   replicas, Job completion) written a set delay after each spec change;
+//! - injectable faults: status codes (429, 500, 403, …) for matching requests, 429 with
+//!   `Retry-After`, dropped connections after N writes, latency.
 //!
 //! Several servers are several clusters; [`kubeconfig`] writes one file naming them all.
 
@@ -37,6 +47,12 @@ pub enum FaultKind {
     Status(u16),
     /// Close the connection without an answer.
     Drop,
+    /// A watch answered with one `ERROR` event, `410 Expired`, as if its resourceVersion
+    /// had been compacted away.
+    Expired,
+    /// 429 with a `Retry-After` header and `details.retryAfterSeconds`, as the API server's
+    /// priority and fairness answers.
+    Throttle { retry_after_seconds: u32 },
 }
 
 /// A fault injected into matching requests.
@@ -44,7 +60,8 @@ pub enum FaultKind {
 pub struct Fault {
     /// `GET`, `PATCH`, `DELETE`; `None` matches every method.
     pub method: Option<Method>,
-    /// A substring of the path; `None` matches every path.
+    /// A substring of the path and query (`/jobs/`, `watch=true`); `None` matches every
+    /// request.
     pub path: Option<String>,
     pub kind: FaultKind,
     /// How many matching requests it hits (`u32::MAX`: all).
@@ -60,15 +77,88 @@ struct Stored {
     managers: BTreeMap<String, BTreeSet<String>>,
 }
 
-#[derive(Default)]
+/// `(plural, namespace, name)`; the namespace is empty for cluster-scoped objects.
+type Key = (String, String, String);
+
+/// A change, as a watch reports it.
+#[derive(Clone, Debug)]
+struct Event {
+    resource_version: u64,
+    plural: String,
+    namespace: String,
+    /// `ADDED`, `MODIFIED`, `DELETED`.
+    kind: &'static str,
+    /// The object after the change (for `DELETED`, its last state with the deletion's
+    /// resourceVersion).
+    object: Value,
+    /// The object before the change, if it existed: a watch with a label selector sees an
+    /// object that stops matching as DELETED, one that starts matching as ADDED.
+    previous: Option<Value>,
+}
+
+/// A watch that waits longer than this for events it was not sent is ended (the watch
+/// cache drops too slow watchers the same way).
+const WATCH_BUFFER: usize = 4096;
+
 struct Store {
     resource_version: u64,
-    objects: BTreeMap<(String, String, String), Stored>,
+    objects: BTreeMap<Key, Stored>,
     faults: Vec<Fault>,
     writes: u64,
     latency: Duration,
-    /// `METHOD path?query` of every request, in order.
+    /// `METHOD path?query` of every request, in order (DELETE: and its propagation policy).
     log: Vec<String>,
+    /// Every event since `compacted`, in order: what a watch from an older version replays.
+    history: Vec<Event>,
+    /// Watches from a resourceVersion below this are `410 Expired`.
+    compacted: u64,
+    /// Every event, to the open watches.
+    events: tokio::sync::broadcast::Sender<Event>,
+    /// How often a watch with `allowWatchBookmarks` gets a BOOKMARK.
+    bookmark_interval: Duration,
+}
+
+impl Store {
+    fn new() -> Store {
+        Store {
+            resource_version: 0,
+            objects: BTreeMap::new(),
+            faults: Vec::new(),
+            writes: 0,
+            latency: Duration::ZERO,
+            log: Vec::new(),
+            history: Vec::new(),
+            compacted: 0,
+            events: tokio::sync::broadcast::channel(WATCH_BUFFER).0,
+            bookmark_interval: Duration::from_secs(1),
+        }
+    }
+
+    /// Records a change the object at `key` went through; `object` carries its new
+    /// resourceVersion.
+    // INVARIANT: every bump of `resource_version` is followed by exactly one event, so a
+    // watch's bookmarks never skip an event.
+    fn record(&mut self, kind: &'static str, key: &Key, object: Value) {
+        let event = Event {
+            resource_version: self.resource_version,
+            plural: key.0.clone(),
+            namespace: key.1.clone(),
+            kind,
+            object,
+            previous: self.objects.get(key).map(rendered),
+        };
+        self.history.push(event.clone());
+        // No receiver (no open watch) is not an error.
+        let _ = self.events.send(event);
+    }
+
+    /// Bumps the resourceVersion for a write to `stored` and records its event (before the
+    /// new state is stored: the stored one is the event's previous state).
+    fn bump(&mut self, kind: &'static str, key: &Key, stored: &mut Stored) {
+        self.resource_version += 1;
+        stored.object["metadata"]["resourceVersion"] = json!(self.resource_version.to_string());
+        self.record(kind, key, rendered(stored));
+    }
 }
 
 struct Shared {
@@ -104,7 +194,7 @@ impl TestServer {
             .build()
             .expect("test server runtime");
         let shared = Arc::new(Shared {
-            store: Mutex::new(Store::default()),
+            store: Mutex::new(Store::new()),
             token: token.to_string(),
         });
         let listener = runtime
@@ -148,14 +238,84 @@ impl TestServer {
             .expect("name")
             .to_string();
         let key = (plural.to_string(), ns, name);
-        let stored = store.objects.get(&key).cloned();
-        let (mut result, _) =
-            ssa(&mut store, stored, manager, &object, true).expect("seed applies");
+        let existing = store.objects.get(&key).cloned();
+        let (mut result, mut changed) =
+            ssa(&store, existing.clone(), manager, &object, true).expect("seed applies");
         // Status is the server's (kubelet's, controllers') to write: seeded as given.
-        if let Some(status) = object.get("status") {
+        if let Some(status) = object.get("status")
+            && result.object.get("status") != Some(status)
+        {
             result.object["status"] = status.clone();
+            changed = true;
+        }
+        if changed {
+            let kind = if existing.is_some() {
+                "MODIFIED"
+            } else {
+                "ADDED"
+            };
+            store.bump(kind, &key, &mut result);
         }
         store.objects.insert(key, result);
+    }
+
+    /// Drops the event history: a watch from any resourceVersion before now is `410 Expired`.
+    pub fn compact(&self) {
+        let mut store = self.store();
+        store.compacted = store.resource_version;
+        store.history.clear();
+    }
+
+    /// How often watches that allow bookmarks get one (default 1 s).
+    pub fn set_bookmark_interval(&self, interval: Duration) {
+        self.store().bookmark_interval = interval;
+    }
+
+    /// Starts the workload controllers: `ready_after` each change of a Deployment's,
+    /// StatefulSet's or Job's spec (a new generation), its status says rolled out (every
+    /// replica updated, ready and available; the Job complete), as the kube-controller-manager
+    /// and kubelets would once the pods run. The status write is an ordinary write: a new
+    /// resourceVersion and a MODIFIED event.
+    pub fn run_controllers(&self, ready_after: Duration) {
+        let shared = self.shared.clone();
+        let mut events = self.store().events.subscribe();
+        self.runtime.spawn(async move {
+            loop {
+                let event = match events.recv().await {
+                    Ok(event) => event,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                if event.kind == "DELETED" || rolled_out_status(&event.object).is_none() {
+                    continue;
+                }
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(ready_after).await;
+                    let key = (event.plural, event.namespace, name_of(&event.object));
+                    let mut store = shared.store.lock().expect("store lock");
+                    let Some(mut stored) = store.objects.get(&key).cloned() else {
+                        return;
+                    };
+                    // A newer generation got its own timer.
+                    if stored.object["metadata"]["generation"]
+                        != event.object["metadata"]["generation"]
+                    {
+                        return;
+                    }
+                    if let Some(status) = rolled_out_status(&stored.object) {
+                        stored.object["status"] = status;
+                        store.bump("MODIFIED", &key, &mut stored);
+                        store.objects.insert(key, stored);
+                    }
+                });
+            }
+        });
+    }
+
+    /// The server's current resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.store().resource_version
     }
 
     /// The stored object, if any.
@@ -337,8 +497,14 @@ async fn handle(
 ) -> Response {
     let latency = {
         let mut store = shared.store.lock().expect("store lock");
+        // A DELETE's options travel in its body: the propagation policy is logged with it.
+        let propagation = (method == Method::DELETE)
+            .then(|| serde_json::from_slice::<Value>(&body).ok())
+            .flatten()
+            .and_then(|o| o["propagationPolicy"].as_str().map(str::to_string))
+            .map_or(String::new(), |p| format!(" propagationPolicy={p}"));
         store.log.push(format!(
-            "{method} {}",
+            "{method} {}{propagation}",
             uri.path_and_query().map_or("", |p| p.as_str())
         ));
         store.latency
@@ -353,12 +519,33 @@ async fn handle(
     if !authorized {
         return status(401, "Unauthorized", "Unauthorized", Vec::new());
     }
-    if let Some(fault) = take_fault(&shared, &method, uri.path()) {
+    let path_and_query = uri.path_and_query().map_or("", |p| p.as_str());
+    if let Some(fault) = take_fault(&shared, &method, path_and_query) {
         match fault {
             FaultKind::Drop => {
                 // Unwinding out of the handler aborts the connection's task: the client sees
                 // the connection close with no answer. `resume_unwind` skips the panic hook.
                 std::panic::resume_unwind(Box::new("injected connection drop"));
+            }
+            FaultKind::Expired => {
+                let current = shared.store.lock().expect("store lock").resource_version;
+                return stream_response(futures::stream::iter([expired(0, current)]));
+            }
+            FaultKind::Throttle {
+                retry_after_seconds,
+            } => {
+                let doc = json!({
+                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": "Too many requests, please try again later.",
+                    "reason": "TooManyRequests", "code": 429,
+                    "details": {"retryAfterSeconds": retry_after_seconds},
+                });
+                return (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    [("retry-after", retry_after_seconds.to_string())],
+                    axum::Json(doc),
+                )
+                    .into_response();
             }
             FaultKind::Status(code) => {
                 let reason = match code {
@@ -389,6 +576,9 @@ async fn handle(
         );
     };
     let params = query(&uri);
+    if method == Method::GET && target.name.is_none() && is_watch(&params) {
+        return watch(&shared, &target, &params);
+    }
     let mut store = shared.store.lock().expect("store lock");
     match (method.as_str(), &target.name) {
         ("GET", Some(name)) => get_one(&store, &target, name),
@@ -464,7 +654,7 @@ fn discovery_resources(path: &str) -> Option<Value> {
         .filter(|(g, _, _, _)| *g == gv)
         .map(|(_, plural, kind, namespaced)| {
             json!({"name": plural, "singularName": kind.to_lowercase(), "namespaced": namespaced,
-                   "kind": kind, "verbs": ["get", "list", "patch", "delete"]})
+                   "kind": kind, "verbs": ["get", "list", "watch", "patch", "delete"]})
         })
         .collect();
     Some(
@@ -497,14 +687,6 @@ fn get_one(store: &Store, target: &Target, name: &str) -> Response {
 }
 
 fn list(store: &Store, target: &Target, params: &BTreeMap<String, String>) -> Response {
-    if params.get("watch").is_some_and(|w| w == "true" || w == "1") {
-        return status(
-            405,
-            "MethodNotAllowed",
-            "watch is not served by the test server",
-            Vec::new(),
-        );
-    }
     let selector = params
         .get("labelSelector")
         .map(String::as_str)
@@ -524,6 +706,190 @@ fn list(store: &Store, target: &Target, params: &BTreeMap<String, String>) -> Re
         "metadata": {"resourceVersion": store.resource_version.to_string()},
         "items": items,
     }))
+}
+
+fn is_watch(params: &BTreeMap<String, String>) -> bool {
+    params.get("watch").is_some_and(|w| w == "true" || w == "1")
+}
+
+/// How long a watch without `timeoutSeconds` stays open.
+const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(290);
+
+/// A watch of a collection: its target and selector.
+struct Watch {
+    plural: String,
+    namespace: Option<String>,
+    selector: String,
+    kind: String,
+    group_version: String,
+}
+
+impl Watch {
+    /// The event this watch is sent for `event`, if any: label selectors are applied to the
+    /// object before and after the change, as the API server does.
+    fn sees(&self, event: &Event) -> Option<Bytes> {
+        if event.plural != self.plural
+            || self
+                .namespace
+                .as_ref()
+                .is_some_and(|ns| *ns != event.namespace)
+        {
+            return None;
+        }
+        let now = matches_selector(&event.object, &self.selector);
+        let before = event
+            .previous
+            .as_ref()
+            .is_some_and(|p| matches_selector(p, &self.selector));
+        let kind = match (event.kind, before, now) {
+            ("DELETED", _, true) | ("MODIFIED", true, false) => "DELETED",
+            ("DELETED", _, false) => return None,
+            ("MODIFIED", false, true) => "ADDED",
+            (kind, _, true) => kind,
+            (_, _, false) => return None,
+        };
+        Some(line(kind, event.object.clone()))
+    }
+
+    fn bookmark(&self, resource_version: u64) -> Bytes {
+        line(
+            "BOOKMARK",
+            json!({"kind": self.kind, "apiVersion": self.group_version,
+                   "metadata": {"resourceVersion": resource_version.to_string()}}),
+        )
+    }
+}
+
+/// One watch event, a line of JSON.
+fn line(kind: &str, object: Value) -> Bytes {
+    let mut text = json!({"type": kind, "object": object}).to_string();
+    text.push('\n');
+    Bytes::from(text)
+}
+
+/// The watch cache's answer to a resourceVersion older than its history: one ERROR event.
+fn expired(asked: u64, current: u64) -> Bytes {
+    line(
+        "ERROR",
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+               "message": format!("too old resource version: {asked} ({current})"),
+               "reason": "Expired", "code": 410}),
+    )
+}
+
+/// `GET …?watch=true`: the events after `resourceVersion` (or the current objects as ADDED
+/// when it is unset or `0`), then every new one as it happens, until `timeoutSeconds`.
+fn watch(shared: &Arc<Shared>, target: &Target, params: &BTreeMap<String, String>) -> Response {
+    let timeout = params
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map_or(DEFAULT_WATCH_TIMEOUT, Duration::from_secs);
+    let bookmarks = params
+        .get("allowWatchBookmarks")
+        .is_some_and(|b| b == "true" || b == "1");
+    let watch = Watch {
+        plural: target.plural.clone(),
+        namespace: target.namespace.clone(),
+        selector: params.get("labelSelector").cloned().unwrap_or_default(),
+        kind: target.kind.clone(),
+        group_version: target.group_version.clone(),
+    };
+    let store = shared.store.lock().expect("store lock");
+    let from = params.get("resourceVersion").map_or("", String::as_str);
+    let mut backlog = Vec::new();
+    let start = match from {
+        "" | "0" => {
+            // "Any" version: the current state as synthetic ADDED events.
+            for ((plural, ns, _), stored) in &store.objects {
+                let object = rendered(stored);
+                if *plural == watch.plural
+                    && watch.namespace.as_ref().is_none_or(|w| w == ns)
+                    && matches_selector(&object, &watch.selector)
+                {
+                    backlog.push(line("ADDED", object));
+                }
+            }
+            store.resource_version
+        }
+        text => match text.parse::<u64>() {
+            Err(_) => {
+                return status(
+                    400,
+                    "BadRequest",
+                    &format!("invalid resource version: {text}"),
+                    Vec::new(),
+                );
+            }
+            Ok(asked) if asked < store.compacted => {
+                let body = expired(asked, store.resource_version);
+                return stream_response(futures::stream::iter([body]));
+            }
+            Ok(asked) => {
+                backlog.extend(
+                    store
+                        .history
+                        .iter()
+                        .filter(|e| e.resource_version > asked)
+                        .filter_map(|e| watch.sees(e)),
+                );
+                asked
+            }
+        },
+    };
+    let mut receiver = store.events.subscribe();
+    let mut seen = store.resource_version;
+    let interval = store.bookmark_interval;
+    drop(store);
+    let (sender, lines) = tokio::sync::mpsc::channel::<Bytes>(64);
+    tokio::spawn(async move {
+        for event in backlog {
+            if sender.send(event).await.is_err() {
+                return;
+            }
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+        loop {
+            let next = tokio::select! {
+                () = sender.closed() => return,
+                () = tokio::time::sleep_until(deadline) => {
+                    // A last bookmark as the watch ends, so the client resumes from here.
+                    if bookmarks {
+                        let _ = sender.send(watch.bookmark(seen)).await;
+                    }
+                    return;
+                }
+                _ = ticks.tick(), if bookmarks => watch.bookmark(seen),
+                event = receiver.recv() => match event {
+                    Ok(event) => {
+                        seen = seen.max(event.resource_version);
+                        match watch.sees(&event) {
+                            Some(line) if event.resource_version > start => line,
+                            _ => continue,
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        let _ = sender.send(expired(seen, seen)).await;
+                        return;
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                },
+            };
+            if sender.send(next).await.is_err() {
+                return;
+            }
+        }
+    });
+    stream_response(futures::stream::unfold(lines, |mut lines| async move {
+        lines.recv().await.map(|line| (line, lines))
+    }))
+}
+
+/// A 200 whose body is `lines`, sent as they come (chunked).
+fn stream_response(lines: impl futures::Stream<Item = Bytes> + Send + 'static) -> Response {
+    use futures::StreamExt;
+    let body = axum::body::Body::from_stream(lines.map(Ok::<_, std::convert::Infallible>));
+    (StatusCode::OK, [("content-type", "application/json")], body).into_response()
 }
 
 /// Equality- and set-based label selectors, as the API server reads them.
@@ -596,10 +962,11 @@ fn delete(
     if !store.objects.contains_key(&key) {
         return not_found(target, name);
     }
-    if !is_dry_run(params) {
-        store.objects.remove(&key);
-        store.resource_version += 1;
+    if !is_dry_run(params)
+        && let Some(mut last) = store.objects.remove(&key)
+    {
         store.writes += 1;
+        store.bump("DELETED", &key, &mut last);
     }
     ok(
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
@@ -684,7 +1051,7 @@ fn apply(
     let key = key_of(target, name);
     let existing = store.objects.get(&key).cloned();
     let dry_run = is_dry_run(params);
-    let (stored, changed) = match ssa(store, existing, manager, &config, force) {
+    let (stored, changed) = match ssa(store, existing.clone(), manager, &config, force) {
         Ok(result) => result,
         Err(conflicts) => {
             let causes: Vec<Value> = conflicts
@@ -712,6 +1079,11 @@ fn apply(
             return status(409, "Conflict", &message, causes);
         }
     };
+    if let Some(old) = &existing
+        && let Some(response) = immutable(target, name, &old.object, &stored.object)
+    {
+        return response;
+    }
     if let Err(e) = typed_check(&target.kind, &stored.object) {
         return status(
             422,
@@ -720,14 +1092,95 @@ fn apply(
             Vec::new(),
         );
     }
-    let result = rendered(&stored);
+    let mut stored = stored;
     if !dry_run {
         if changed {
             store.writes += 1;
+            let kind = if existing.is_some() {
+                "MODIFIED"
+            } else {
+                "ADDED"
+            };
+            store.bump(kind, &key, &mut stored);
         }
-        store.objects.insert(key, stored);
+        store.objects.insert(key, stored.clone());
     }
-    ok(result)
+    ok(rendered(&stored))
+}
+
+fn name_of(object: &Value) -> String {
+    object["metadata"]["name"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// The status a workload object has once rolled out, or `None` when it has it already (or
+/// is not a workload).
+fn rolled_out_status(object: &Value) -> Option<Value> {
+    let generation = object["metadata"]["generation"].clone();
+    let status = match object["kind"].as_str()? {
+        "Deployment" | "StatefulSet" => {
+            let replicas = object["spec"]["replicas"].as_i64().unwrap_or(1);
+            json!({"observedGeneration": generation, "replicas": replicas,
+                   "updatedReplicas": replicas, "readyReplicas": replicas,
+                   "availableReplicas": replicas, "currentReplicas": replicas})
+        }
+        "Job" => {
+            let completions = object["spec"]["completions"].as_i64().unwrap_or(1);
+            json!({"succeeded": completions, "active": 0,
+                   "conditions": [{"type": "Complete", "status": "True"}]})
+        }
+        _ => return None,
+    };
+    // The status carries the observed generation: equal means rolled out already.
+    (object.get("status") != Some(&status)).then_some(status)
+}
+
+/// The fields of a kind that cannot change once created, as JSON pointers. A Job's pod
+/// template and selector are immutable (the API server's Job validation).
+fn immutable_fields(plural: &str) -> &'static [&'static str] {
+    match plural {
+        "jobs" => &["/spec/template", "/spec/selector"],
+        _ => &[],
+    }
+}
+
+/// 422 `field is immutable` when the update changes an immutable field, as the API server
+/// words it: `Job.batch "x" is invalid: spec.template: Invalid value: …: field is immutable`.
+fn immutable(target: &Target, name: &str, old: &Value, new: &Value) -> Option<Response> {
+    let changed: Vec<&str> = immutable_fields(&target.plural)
+        .iter()
+        .copied()
+        .filter(|path| old.pointer(path) != new.pointer(path))
+        .collect();
+    if changed.is_empty() {
+        return None;
+    }
+    let group = target.group_version.split_once('/').map_or("", |(g, _)| g);
+    let causes: Vec<Value> = changed
+        .iter()
+        .map(|path| {
+            json!({"reason": "FieldValueInvalid",
+                   "message": "Invalid value: \"object\": field is immutable",
+                   "field": dotted(path).trim_start_matches('.')})
+        })
+        .collect();
+    let details: Vec<String> = changed
+        .iter()
+        .map(|path| {
+            format!(
+                "{}: Invalid value: \"object\": field is immutable",
+                dotted(path).trim_start_matches('.')
+            )
+        })
+        .collect();
+    let message = format!(
+        "{}.{group} \"{name}\" is invalid: {}",
+        target.kind,
+        details.join(", ")
+    );
+    Some(status(422, "Invalid", &message, causes))
 }
 
 /// The object with its managedFields, as the server returns it.
@@ -850,7 +1303,7 @@ type Conflicts = Vec<(String, String)>;
 /// Server-side apply of `config` by `manager` onto `existing`: the new stored object and
 /// whether it changed, or the conflicts with other managers.
 fn ssa(
-    store: &mut Store,
+    store: &Store,
     existing: Option<Stored>,
     manager: &str,
     config: &Value,
@@ -906,11 +1359,10 @@ fn ssa(
         .as_ref()
         .is_none_or(|e| e.object != stored.object || e.managers != stored.managers);
     if changed {
-        store.resource_version += 1;
+        // The resourceVersion is set when the write is committed (`Store::bump`).
         let meta = &mut stored.object["metadata"];
-        meta["resourceVersion"] = json!(store.resource_version.to_string());
         if existing.is_none() {
-            meta["uid"] = json!(format!("uid-{}", store.resource_version));
+            meta["uid"] = json!(format!("uid-{}", store.resource_version + 1));
             meta["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
             meta["generation"] = json!(1);
         } else if before.get("spec") != stored.object.get("spec") {
@@ -965,3 +1417,6 @@ mod selector_tests {
         assert!(matches_selector(&o, "b notin (y)"));
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -12,6 +12,7 @@ use super::diff;
 use super::kubeconfig::Kubeconfigs;
 use super::prune;
 use super::render::{ClusterManifests, Kind, Manifest, Rendered};
+use super::rollout::{self, Rollout};
 use crate::cli::Exit;
 use crate::report::{OutputFormat, Ui};
 use futures::stream::{self, StreamExt};
@@ -39,6 +40,8 @@ pub struct Options {
 pub enum Outcome {
     Created,
     Configured,
+    /// Deleted and created again: a change to fields that cannot change in place.
+    Replaced,
     Unchanged,
     Failed(String),
     /// Not sent: the cluster could not be reached, or its connection was lost.
@@ -52,6 +55,8 @@ impl Outcome {
             (Outcome::Created, true) => "would create",
             (Outcome::Configured, false) => "configured",
             (Outcome::Configured, true) => "would configure",
+            (Outcome::Replaced, false) => "replaced",
+            (Outcome::Replaced, true) => "would replace",
             (Outcome::Unchanged, _) => "unchanged",
             (Outcome::Failed(_), _) => "failed",
             (Outcome::NotApplied, _) => "not applied",
@@ -62,6 +67,7 @@ impl Outcome {
         match self {
             Outcome::Created => "created",
             Outcome::Configured => "configured",
+            Outcome::Replaced => "replaced",
             Outcome::Unchanged => "unchanged",
             Outcome::Failed(_) => "failed",
             Outcome::NotApplied => "not_applied",
@@ -69,7 +75,10 @@ impl Outcome {
     }
 
     fn is_change(&self) -> bool {
-        matches!(self, Outcome::Created | Outcome::Configured)
+        matches!(
+            self,
+            Outcome::Created | Outcome::Configured | Outcome::Replaced
+        )
     }
 
     fn is_failure(&self) -> bool {
@@ -102,24 +111,13 @@ pub struct ClusterReport {
     pub rollouts: Vec<(String, Rollout)>,
 }
 
-/// Where a workload object's rollout stands.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Rollout {
-    /// Ready (Deployment, StatefulSet) or complete (Job).
-    Done,
-    /// The Job failed.
-    Failed,
-    /// Not there when the wait ended: `ready/desired`.
-    Pending { ready: i64, desired: i64 },
-}
-
 impl ClusterReport {
     fn failed(&self) -> bool {
         self.error.is_some()
             || self.objects.iter().any(|o| o.outcome.is_failure())
             || self.pruned.iter().any(|o| o.outcome.is_failure())
             || self.prune_skipped.is_some()
-            || self.rollouts.iter().any(|(_, r)| *r != Rollout::Done)
+            || self.rollouts.iter().any(|(_, r)| !r.is_done())
     }
 }
 
@@ -292,7 +290,9 @@ async fn apply_cluster(
         && !options.dry_run
         && !report.objects.iter().any(|o| o.outcome.is_failure())
     {
-        report.rollouts = wait_for_rollouts(&cluster, planned, timeout).await;
+        // On a terminal, each rollout as it settles (the summary repeats them at the end).
+        let announce = |object: &str, rollout: &Rollout| bar.println(rollout_line(object, rollout));
+        report.rollouts = rollout::wait(&cluster, planned, timeout, &announce).await;
     }
     if options.prune {
         if report.objects.iter().any(|o| o.outcome.is_failure()) {
@@ -364,9 +364,15 @@ async fn apply_object(
     }
     let result = async {
         let live = cluster.get(m.kind, m.namespace.as_deref(), &m.name).await?;
-        let after = cluster
+        let after = match cluster
             .apply(m, options.dry_run, options.force_conflicts)
-            .await?;
+            .await
+        {
+            Err(ApiError::Immutable { fields }) => {
+                return replace(cluster, m, live.as_ref(), fields, options).await;
+            }
+            other => other?,
+        };
         let difference = diff::unified(&name, live.as_ref(), &after);
         let outcome = match (&live, &difference) {
             (None, _) => Outcome::Created,
@@ -388,6 +394,43 @@ async fn apply_object(
             diff: None,
         },
     }
+}
+
+/// An object whose immutable fields changed (a Job's pod template) cannot be patched: a Job
+/// berth manages is deleted (background propagation: its pods go with it) and created again.
+/// Anything else is left as it is, and the apply fails for it.
+async fn replace(
+    cluster: &Cluster,
+    m: &Manifest,
+    live: Option<&Value>,
+    fields: Vec<String>,
+    options: Options,
+) -> Result<(Outcome, Option<String>), ApiError> {
+    let immutable = ApiError::Immutable { fields };
+    let (Some(live), Some(namespace)) = (live, m.namespace.as_deref()) else {
+        return Err(immutable);
+    };
+    if m.kind != Kind::Job || !prune::is_managed(live) {
+        return Err(immutable);
+    }
+    let difference = diff::unified(&m.display_name(), Some(live), &m.object);
+    if options.dry_run {
+        return Ok((Outcome::Replaced, difference));
+    }
+    cluster.delete(m.kind, namespace, &m.name, false).await?;
+    // A background deletion removes the Job at once; a finalizer may keep it a moment.
+    let mut wait = Duration::from_millis(100);
+    for _ in 0..5 {
+        match cluster.apply(m, false, options.force_conflicts).await {
+            Ok(_) => return Ok((Outcome::Replaced, difference)),
+            Err(ApiError::Immutable { .. }) => {
+                tokio::time::sleep(wait).await;
+                wait = wait.saturating_mul(2);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(immutable)
 }
 
 /// The outcome of a result; a lost connection also stops the cluster's remaining objects.
@@ -491,14 +534,7 @@ fn print(
             ui.status(&format_args!("  {word:<16} {}{detail}", object.object))?;
         }
         for (object, rollout) in &report.rollouts {
-            match rollout {
-                Rollout::Done => ui.status(&format_args!("  {:<16} {object}", "rolled out"))?,
-                Rollout::Failed => ui.status(&format_args!("  {:<16} {object}", "job failed"))?,
-                Rollout::Pending { ready, desired } => ui.status(&format_args!(
-                    "  {:<16} {object}: {ready}/{desired} ready when the wait ended",
-                    "not rolled out"
-                ))?,
-            }
+            ui.status(&rollout_line(object, rollout))?;
         }
         if let Some(why) = &report.prune_skipped {
             ui.status(&format_args!("  prune skipped: {why}"))?;
@@ -518,6 +554,25 @@ fn print(
             .sum::<usize>(),
     ))?;
     Ok(exit)
+}
+
+fn rollout_line(object: &str, rollout: &Rollout) -> String {
+    match rollout {
+        Rollout::Done { after } => format!(
+            "  {:<16} {object} after {:.1}s",
+            "rolled out",
+            after.as_secs_f64()
+        ),
+        Rollout::Failed { reason, after } => format!(
+            "  {:<16} {object} after {:.1}s: {reason}",
+            "failed",
+            after.as_secs_f64()
+        ),
+        Rollout::Pending(progress) => format!(
+            "  {:<16} {object}: {progress} when the wait ended",
+            "not rolled out"
+        ),
+    }
 }
 
 fn object_line(object: &ObjectReport, dry_run: bool, ui: &mut Ui<'_>) -> io::Result<()> {
@@ -555,89 +610,16 @@ fn cluster_json(r: &ClusterReport) -> Value {
         "pruned": r.pruned.iter().map(object_json).collect::<Vec<_>>(),
         "prune_skipped": r.prune_skipped,
         "rollouts": r.rollouts.iter().map(|(object, rollout)| match rollout {
-            Rollout::Done => json!({"object": object, "result": "done"}),
-            Rollout::Failed => json!({"object": object, "result": "failed"}),
-            Rollout::Pending { ready, desired } => json!({
-                "object": object, "result": "pending", "ready": ready, "desired": desired,
+            Rollout::Done { after } => json!({
+                "object": object, "result": "done", "seconds": after.as_secs_f64(),
+            }),
+            Rollout::Failed { reason, after } => json!({
+                "object": object, "result": "failed", "reason": reason,
+                "seconds": after.as_secs_f64(),
+            }),
+            Rollout::Pending(progress) => json!({
+                "object": object, "result": "pending", "progress": progress.to_string(),
             }),
         }).collect::<Vec<_>>(),
     })
-}
-
-/// Polls the cluster's workload objects until all rolled out (or a Job failed), or `timeout`
-/// passes. Polling rather than watching: one LIST per kind and namespace per round.
-async fn wait_for_rollouts(
-    cluster: &Cluster,
-    planned: &ClusterManifests,
-    timeout: Duration,
-) -> Vec<(String, Rollout)> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    let interval = Duration::from_millis(
-        std::env::var("BERTH_K8S_POLL_MS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1000),
-    );
-    let workloads: Vec<&Manifest> = planned
-        .manifests
-        .iter()
-        .filter(|m| matches!(m.kind, Kind::Deployment | Kind::StatefulSet | Kind::Job))
-        .collect();
-    loop {
-        let mut states = Vec::new();
-        for m in &workloads {
-            let live = cluster
-                .get(m.kind, m.namespace.as_deref(), &m.name)
-                .await
-                .ok()
-                .flatten();
-            states.push((m.display_name(), rollout_of(m.kind, live.as_ref())));
-        }
-        let settled = states
-            .iter()
-            .all(|(_, r)| !matches!(r, Rollout::Pending { .. }));
-        if settled || tokio::time::Instant::now() + interval > deadline {
-            return states;
-        }
-        tokio::time::sleep(interval).await;
-    }
-}
-
-/// The rollout state of a live workload object (`None`: not found).
-fn rollout_of(kind: Kind, live: Option<&Value>) -> Rollout {
-    let int = |ptr: &str| live.and_then(|o| o.pointer(ptr)).and_then(Value::as_i64);
-    match kind {
-        Kind::Job => {
-            let failed = live
-                .and_then(|o| o.pointer("/status/conditions"))
-                .and_then(Value::as_array)
-                .is_some_and(|c| {
-                    c.iter()
-                        .any(|c| c["type"] == "Failed" && c["status"] == "True")
-                });
-            let desired = int("/spec/completions").unwrap_or(1);
-            let succeeded = int("/status/succeeded").unwrap_or(0);
-            if failed {
-                Rollout::Failed
-            } else if succeeded >= desired {
-                Rollout::Done
-            } else {
-                Rollout::Pending {
-                    ready: succeeded,
-                    desired,
-                }
-            }
-        }
-        _ => {
-            let desired = int("/spec/replicas").unwrap_or(1);
-            let ready = int("/status/readyReplicas").unwrap_or(0);
-            let observed = int("/status/observedGeneration").unwrap_or(0);
-            let generation = int("/metadata/generation").unwrap_or(0);
-            if live.is_some() && ready >= desired && observed >= generation {
-                Rollout::Done
-            } else {
-                Rollout::Pending { ready, desired }
-            }
-        }
-    }
 }

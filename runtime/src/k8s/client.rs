@@ -5,7 +5,12 @@
 
 use super::FIELD_MANAGER;
 use super::render::{Kind, Manifest};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, ObjectList, Patch, PatchParams, WatchEvent,
+    WatchParams,
+};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -13,11 +18,14 @@ use std::fmt;
 use std::time::Duration;
 
 /// How failed requests are retried: `attempts` tries in all, waiting `base`, `2 × base`, …
-/// between them.
+/// between them, or longer when the server asks for it (`Retry-After`), up to
+/// `max_retry_after`.
 #[derive(Clone, Copy, Debug)]
 pub struct RetryPolicy {
     pub attempts: u32,
     pub base: Duration,
+    /// The longest wait a server's `Retry-After` may impose before one attempt.
+    pub max_retry_after: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -25,6 +33,7 @@ impl Default for RetryPolicy {
         RetryPolicy {
             attempts: 5,
             base: Duration::from_millis(200),
+            max_retry_after: Duration::from_secs(10),
         }
     }
 }
@@ -62,6 +71,8 @@ pub enum ApiError {
     Unauthorized,
     /// 404 (a missing namespace on a write).
     NotFound { message: String },
+    /// 422 for a change to fields that cannot change once the object exists.
+    Immutable { fields: Vec<String> },
     /// 422 or 400: the server rejects the object.
     Invalid { code: u16, message: String },
     /// 429 or 5xx on every attempt.
@@ -104,6 +115,14 @@ impl fmt::Display for ApiError {
             }
             ApiError::Unauthorized => write!(f, "the server did not accept the credentials"),
             ApiError::NotFound { message } => write!(f, "not found: {message}"),
+            ApiError::Immutable { fields } => {
+                let fields: Vec<String> = fields.iter().map(|f| format!("`{f}`")).collect();
+                write!(
+                    f,
+                    "rejected (422): {} cannot change once created (berth replaces only Jobs it manages)",
+                    fields.join(", ")
+                )
+            }
             ApiError::Invalid { code, message } => write!(f, "rejected ({code}): {message}"),
             ApiError::Unavailable { code, attempts } => {
                 write!(f, "server answered {code} on all {attempts} attempts")
@@ -118,9 +137,22 @@ impl fmt::Display for ApiError {
 
 /// What a failed attempt means for the next one.
 enum Attempt {
-    Retry(ApiError),
+    /// Worth another try, after at least `after` when the server said so.
+    Retry {
+        error: ApiError,
+        after: Option<Duration>,
+    },
     Fail(ApiError),
 }
+
+/// The wait before the next attempt: the backoff, or what the server asked for
+/// (`Retry-After`) when that is longer, bounded by `bound`.
+fn next_wait(backoff: Duration, asked: Option<Duration>, bound: Duration) -> Duration {
+    asked.map_or(backoff, |asked| backoff.max(asked.min(bound)))
+}
+
+/// A stream of watch events, as the server sends them.
+pub type Events = BoxStream<'static, Result<WatchEvent<DynamicObject>, kube::Error>>;
 
 /// The API resource of a kind.
 pub fn api_resource(kind: Kind) -> ApiResource {
@@ -153,9 +185,12 @@ impl Cluster {
     /// A client for `config`; the first request checks the server answers.
     pub async fn connect(
         context: &str,
-        config: kube::Config,
+        mut config: kube::Config,
         retry: RetryPolicy,
     ) -> Result<Cluster, ApiError> {
+        // kube's own retry layer (429, 503, 504) would multiply berth's attempts and follows
+        // any `Retry-After`, however long: berth's policy is the only one, and bounded.
+        config.default_retry = false;
         let client = kube::Client::try_from(config).map_err(|e| ApiError::Connection {
             message: e.to_string(),
             attempts: 0,
@@ -272,20 +307,56 @@ impl Cluster {
         namespace: &str,
         selector: &str,
     ) -> Result<Vec<Value>, ApiError> {
+        Ok(self.list_versioned(kind, namespace, selector).await?.0)
+    }
+
+    /// Objects of `kind` in `namespace` matching the label selector, and the list's
+    /// resourceVersion: where a watch of the same objects starts.
+    pub async fn list_versioned(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        selector: &str,
+    ) -> Result<(Vec<Value>, String), ApiError> {
         let api = self.api(kind, Some(namespace));
         let params = ListParams::default().labels(selector);
-        let list = self
+        let list: ObjectList<DynamicObject> = self
             .with_retries("list", &resource_name(kind), Some(namespace), || {
                 let api = api.clone();
                 let params = params.clone();
                 async move { api.list(&params).await }
             })
             .await?;
-        Ok(list
+        let version = list.metadata.resource_version.unwrap_or_default();
+        let items = list
             .items
             .into_iter()
             .map(|o| serde_json::to_value(o).unwrap_or(Value::Null))
-            .collect())
+            .collect();
+        Ok((items, version))
+    }
+
+    /// Watches the objects of `kind` in `namespace` matching the label selector: the events
+    /// after `version`, with bookmarks, for at most `timeout` (the server ends the stream).
+    pub async fn watch(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        selector: &str,
+        version: &str,
+        timeout: Duration,
+    ) -> Result<Events, ApiError> {
+        let api = self.api(kind, Some(namespace));
+        // The API server caps a watch below 295 s; kube refuses longer ones.
+        let seconds = timeout.as_secs_f64().ceil().clamp(1.0, 290.0) as u32;
+        let params = WatchParams::default().labels(selector).timeout(seconds);
+        self.with_retries("watch", &resource_name(kind), Some(namespace), || {
+            let api = api.clone();
+            let params = params.clone();
+            let version = version.to_string();
+            async move { Ok(api.watch(&params, &version).await?.boxed()) }
+        })
+        .await
     }
 
     /// Deletes an object (dependents in the background); a missing object is not an error.
@@ -335,13 +406,12 @@ impl Cluster {
                 Err(e) => classify(e, verb, resource, namespace, attempt),
             };
             match error {
-                Attempt::Retry(e) if attempt < self.retry.attempts => {
-                    let _ = e;
-                    tokio::time::sleep(wait).await;
+                Attempt::Retry { after, .. } if attempt < self.retry.attempts => {
+                    tokio::time::sleep(next_wait(wait, after, self.retry.max_retry_after)).await;
                     wait = wait.saturating_mul(2);
                     attempt += 1;
                 }
-                Attempt::Retry(e) | Attempt::Fail(e) => return Err(e),
+                Attempt::Retry { error, .. } | Attempt::Fail(error) => return Err(error),
             }
         }
     }
@@ -368,11 +438,26 @@ fn classify(
                 404 => Attempt::Fail(ApiError::NotFound {
                     message: status.message.clone(),
                 }),
+                422 if !immutable_fields(&status).is_empty() => {
+                    Attempt::Fail(ApiError::Immutable {
+                        fields: immutable_fields(&status),
+                    })
+                }
                 400 | 422 => Attempt::Fail(ApiError::Invalid {
                     code,
                     message: status.message.clone(),
                 }),
-                429 | 500..=599 => Attempt::Retry(ApiError::Unavailable { code, attempts }),
+                // The API server says how long to back off in `details.retryAfterSeconds`
+                // (and the `Retry-After` header, which kube does not pass on).
+                429 | 500..=599 => Attempt::Retry {
+                    error: ApiError::Unavailable { code, attempts },
+                    after: status
+                        .details
+                        .as_ref()
+                        .map(|d| d.retry_after_seconds)
+                        .filter(|s| *s > 0)
+                        .map(|s| Duration::from_secs(u64::from(s))),
+                },
                 _ => Attempt::Fail(ApiError::Other {
                     code,
                     message: status.message.clone(),
@@ -381,11 +466,27 @@ fn classify(
         }
         // A response that is not a Status document still carries its code in the message;
         // everything else below the API layer is a transport failure, worth retrying.
-        other => Attempt::Retry(ApiError::Connection {
-            message: other.to_string(),
-            attempts,
-        }),
+        other => Attempt::Retry {
+            error: ApiError::Connection {
+                message: other.to_string(),
+                attempts,
+            },
+            after: None,
+        },
     }
+}
+
+/// The fields a 422 says are immutable (`spec.template: … field is immutable`).
+fn immutable_fields(status: &kube::core::Status) -> Vec<String> {
+    status
+        .details
+        .as_ref()
+        .map(|d| d.causes.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter(|c| c.message.contains("field is immutable"))
+        .map(|c| c.field.clone())
+        .collect()
 }
 
 /// The managers and fields of a 409 from server-side apply. The API server names each in a
@@ -427,4 +528,23 @@ fn quoted(text: &str) -> Option<String> {
     let start = text.find('"')? + 1;
     let len = text[start..].find('"')?;
     Some(text[start..start + len].to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_lengthens_the_wait_within_its_bound() {
+        let ms = Duration::from_millis;
+        let s = Duration::from_secs;
+        assert_eq!(next_wait(ms(200), None, s(10)), ms(200));
+        assert_eq!(next_wait(ms(200), Some(s(2)), s(10)), s(2));
+        assert_eq!(
+            next_wait(s(3), Some(s(1)), s(10)),
+            s(3),
+            "never shorter than backoff"
+        );
+        assert_eq!(next_wait(ms(200), Some(s(3600)), s(10)), s(10), "bounded");
+    }
 }

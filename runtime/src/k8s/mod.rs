@@ -1,7 +1,7 @@
 //! The Kubernetes backend: a verified plan turned into typed Kubernetes objects
 //! ([`render`]), written as YAML per cluster and namespace, server-side applied with field
-//! manager `berth` ([`apply`]), compared with the live state ([`diff`]), pruned ([`prune`]) and
-//! observed ([`status`]).
+//! manager `berth` ([`apply`]), compared with the live state ([`diff`]), pruned ([`prune`]),
+//! waited for ([`rollout`], with WATCH streams) and observed ([`status`]).
 //!
 //! Everything that talks to a cluster goes through [`client`], which resolves a plan target's
 //! `context` in the user's kubeconfig ([`kubeconfig`]) and never prints credentials.
@@ -12,6 +12,7 @@ pub mod diff;
 pub mod kubeconfig;
 pub mod prune;
 pub mod render;
+pub mod rollout;
 pub mod status;
 
 /// The field manager of every server-side apply berth makes.
