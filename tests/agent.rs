@@ -1032,18 +1032,101 @@ target here {{
     );
 }
 
+/// The README's first command, `berth apply examples/quickstart`, run as a user would: the
+/// web server answers at the URL it prints, the heartbeat writes to the log it names, and
+/// Ctrl-C (SIGINT) stops both and exits cleanly.
 #[test]
-fn the_quickstart_checks_clean() {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quickstart");
-    let out = Command::new(BERTH)
+fn the_readme_quickstart_runs_here_and_ctrl_c_stops_it() {
+    let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quickstart");
+    let check = Command::new(BERTH)
         .arg("check")
-        .arg(&repo)
+        .arg(&quickstart)
         .output()
         .expect("run");
     assert!(
-        out.status.success(),
+        check.status.success(),
         "{}",
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&check.stderr)
+    );
+    // A fresh directory as the user's working directory (state goes to `.berth/local`).
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut child = Command::new(BERTH)
+        .arg("apply")
+        .arg(&quickstart)
+        .current_dir(dir.path())
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("berth apply");
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let mut lines_in = BufReader::new(child.stderr.take().expect("stderr"));
+    let sink = stderr.clone();
+    let reader = std::thread::spawn(move || {
+        let mut line = String::new();
+        while lines_in.read_line(&mut line).unwrap_or(0) > 0 {
+            sink.lock().expect("stderr").push_str(&line);
+            line.clear();
+        }
+    });
+    let text = wait_for(Duration::from_secs(30), || {
+        let text = stderr.lock().expect("stderr").clone();
+        text.contains("press Ctrl-C to stop").then_some(text)
+    });
+    assert!(
+        text.contains("target `laptop`: running 2 workload(s) here"),
+        "{text}"
+    );
+    assert!(text.contains("on http://127.0.0.1:8087"), "{text}");
+    let logs = dir.path().join(".berth/local/laptop/logs");
+    assert!(
+        text.contains("logs: .berth/local/laptop/logs/WORKLOAD-REPLICA.log"),
+        "{text}"
+    );
+    let pids: Vec<u64> = text
+        .lines()
+        .filter_map(|l| {
+            l.split_once("(pids ")
+                .and_then(|(_, r)| r.split(')').next())
+        })
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    assert_eq!(pids.len(), 2, "{text}");
+    // The web server answers; the heartbeat writes its log.
+    let page = wait_for(Duration::from_secs(20), || {
+        TcpStream::connect("127.0.0.1:8087").ok().map(|mut s| {
+            let _ = write!(s, "GET / HTTP/1.0\r\n\r\n");
+            let mut page = String::new();
+            let _ = s.read_to_string(&mut page);
+            page
+        })
+    });
+    assert!(page.starts_with("HTTP/1.0 200"), "{page}");
+    wait_for(Duration::from_secs(20), || {
+        std::fs::read_to_string(logs.join("heartbeat-0.log"))
+            .ok()
+            .filter(|t| t.contains("heartbeat from heartbeat on laptop"))
+    });
+    assert!(pids.iter().all(|p| alive(*p)));
+
+    // Ctrl-C: both processes stopped, a clean exit.
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    let status = child.wait().expect("wait");
+    reader.join().expect("stderr reader");
+    let text = stderr.lock().expect("stderr").clone();
+    assert!(status.success(), "{text}");
+    assert!(text.trim_end().ends_with("stopped"), "{text}");
+    wait_for(Duration::from_secs(10), || {
+        pids.iter().all(|p| !alive(*p)).then_some(())
+    });
+    assert!(
+        TcpStream::connect("127.0.0.1:8087").is_err(),
+        "the web server outlived Ctrl-C"
     );
 }
 
@@ -1203,4 +1286,204 @@ fn measure_agent_figures() {
             .find(|l| l.starts_with("VmRSS"))
             .unwrap_or_default()
     );
+}
+
+/// A spec with one edge target `site` whose agent is at `agent`, and one workload there.
+fn edge_spec(dir: &Path, agent: &str) {
+    std::fs::create_dir_all(dir).expect("spec dir");
+    std::fs::write(
+        dir.join("spec.berth"),
+        format!(
+            r#"workload ticker {{
+  release  = "1"
+  image    = "exec:sleep 1000"
+  kind     = service
+  class    = production
+  identity = service_account("t")
+  replicas = 1
+  resources {{ cpu = 0.1  memory = 16MiB }}
+}}
+
+target site {{
+  class        = edge
+  runtime      = edge {{ agent = "{agent}" }}
+  connectivity = connected
+  cpu    = 2
+  memory = 2GiB
+}}
+"#
+        ),
+    )
+    .expect("spec");
+}
+
+/// `berth status SPEC ARGS --output json`: (exit code, the JSON document, stdout and stderr
+/// of the same call in human form).
+fn berth_status(spec: &Path, args: &[&str], env_token: Option<&str>) -> (i32, Value, String) {
+    let run = |json: bool| {
+        let mut command = Command::new(BERTH);
+        command.env_remove("BERTH_AGENT_TOKEN");
+        if let Some(token) = env_token {
+            command.env("BERTH_AGENT_TOKEN", token);
+        }
+        if json {
+            command.args(["--output", "json"]);
+        }
+        command
+            .arg("status")
+            .arg(spec)
+            .args(args)
+            .output()
+            .expect("berth status")
+    };
+    let json = run(true);
+    let human = run(false);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&human.stdout),
+        String::from_utf8_lossy(&human.stderr)
+    );
+    assert_eq!(json.status.code(), human.status.code(), "{text}");
+    let doc: Value = serde_json::from_slice(&json.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}{}",
+            String::from_utf8_lossy(&json.stdout),
+            String::from_utf8_lossy(&json.stderr)
+        )
+    });
+    assert!(
+        !text.contains(TOKEN) && !doc.to_string().contains(TOKEN),
+        "the token was printed: {text}"
+    );
+    (json.status.code().unwrap_or(-1), doc, text)
+}
+
+#[test]
+fn berth_status_asks_edge_agents_and_reports_refusals_and_lost_agents() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    let keys = keys_in(root);
+    let store = root.join("bundles");
+    let state = root.join("state");
+    let agent = AgentProc::start(
+        &state,
+        &keys.public,
+        &store.join("site.bundle.json").display().to_string(),
+        &[],
+    );
+    let spec = root.join("spec");
+    edge_spec(&spec, &agent.url);
+    let out = Command::new(BERTH)
+        .args(["apply", "--bundles"])
+        .arg(&store)
+        .arg("--key")
+        .arg(root.join("cp.key"))
+        .arg(&spec)
+        .output()
+        .expect("apply");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    agent.sync();
+    let start = Instant::now();
+    wait_for(Duration::from_secs(20), || {
+        let s = agent.status();
+        assert!(start.elapsed() < Duration::from_secs(15), "{s:#}");
+        (workload_state(&s, "ticker").as_deref() == Some("running")).then_some(())
+    });
+    let token_file = state.with_extension("token");
+    let seen = root.join("seen");
+    let seen_arg = seen.display().to_string();
+    let token_arg = token_file.display().to_string();
+
+    // Reachable: desired from the plan, running from the agent, generation, cache and GPUs.
+    let (code, doc, text) = berth_status(
+        &spec,
+        &["--agent-token-file", &token_arg, "--agent-seen", &seen_arg],
+        None,
+    );
+    assert_eq!(code, 0, "{text}");
+    let site = &doc["edge"][0];
+    assert_eq!(site["target"], "site");
+    assert_eq!(site["state"], "reachable", "{doc:#}");
+    assert_eq!(site["generation"], 1);
+    assert!(
+        site["bundle_plan_id"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("sha256:"))
+    );
+    assert_eq!(
+        site["workloads"],
+        serde_json::json!([
+            {"workload": "ticker", "desired": 1, "running": 1, "state": "running", "reason": null}
+        ])
+    );
+    assert_eq!(site["cache"]["artifacts"], 0);
+    assert_eq!(site["gpus"]["unavailable"], "GPU sampling is off");
+    assert!(
+        text.contains(&format!(
+            "edge target `site` at {}: generation 1 (plan sha256:",
+            agent.url
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("ticker               1/1 running  running"),
+        "{text}"
+    );
+    assert!(text.contains("gpu: GPU sampling is off"), "{text}");
+    // The token may come from the environment instead.
+    let (code, doc, _) = berth_status(&spec, &["--agent-seen", &seen_arg], Some(TOKEN));
+    assert_eq!(
+        (code, &doc["edge"][0]["state"]),
+        (0, &Value::from("reachable"))
+    );
+
+    // A wrong token: refused (401), reported as such, the command still answers.
+    let wrong = root.join("wrong.token");
+    std::fs::write(&wrong, "not-the-token\n").expect("wrong token");
+    let wrong_arg = wrong.display().to_string();
+    let (code, doc, text) = berth_status(
+        &spec,
+        &["--agent-token-file", &wrong_arg, "--agent-seen", &seen_arg],
+        None,
+    );
+    assert_eq!(code, 1, "{text}");
+    assert_eq!(doc["edge"][0]["state"], "unauthorized");
+    assert!(
+        text.contains("unauthorized: the agent refused the token (401 Unauthorized)"),
+        "{text}"
+    );
+    // No token at all: not asked.
+    let (code, doc, _) = berth_status(&spec, &["--agent-seen", &seen_arg], None);
+    assert_eq!(
+        (code, &doc["edge"][0]["state"]),
+        (1, &Value::from("no_token"))
+    );
+
+    // The agent goes away: unreachable, with when it was last reached and what it ran.
+    let last = doc["edge"][0]["last_reachable_ms"].as_u64().expect("seen");
+    drop(agent);
+    let (code, doc, text) = berth_status(
+        &spec,
+        &["--agent-token-file", &token_arg, "--agent-seen", &seen_arg],
+        None,
+    );
+    assert_eq!(code, 1, "{text}");
+    let site = &doc["edge"][0];
+    assert_eq!(site["state"], "unreachable");
+    assert!(
+        site["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("onnection refused")),
+        "{site:#}"
+    );
+    assert_eq!(site["last_reachable_ms"], last);
+    assert_eq!(site["generation"], 1);
+    assert_eq!(site["workloads"][0]["desired"], 1);
+    assert!(text.contains("unreachable: "), "{text}");
+    assert!(text.contains(", generation 1)"), "{text}");
+    assert!(text.contains("(last reached 20"), "{text}");
 }

@@ -184,19 +184,39 @@ impl Cache {
                     message: format!("status {status}"),
                 });
             }
-            // Network chunks are small; the file gets 1 MiB writes (each async file write is
-            // a trip to the blocking pool).
-            let mut buffer = Vec::with_capacity(CHUNK);
-            while let Some(chunk) = response.chunk().await.map_err(fetch)? {
-                hasher.update(&chunk);
-                buffer.extend_from_slice(&chunk);
-                offset += chunk.len() as u64;
-                if buffer.len() >= CHUNK {
-                    out.write_all(&buffer).await.map_err(io)?;
-                    buffer.clear();
+            // Hashing and writing run on a blocking thread fed through a bounded channel, so
+            // they overlap with receiving (network chunks are small; the file gets 1 MiB
+            // buffered writes without a blocking-pool trip per write).
+            let (chunks, received) = tokio::sync::mpsc::channel(64);
+            let file = out.into_std().await;
+            let sink =
+                tokio::task::spawn_blocking(move || hash_and_write(received, file, hasher, offset));
+            let mut failed = None;
+            loop {
+                match response.chunk().await {
+                    Ok(Some(chunk)) => {
+                        if chunks.send(chunk).await.is_err() {
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        failed = Some(fetch(e));
+                        break;
+                    }
                 }
             }
-            out.write_all(&buffer).await.map_err(io)?;
+            drop(chunks);
+            let written = sink.await.map_err(|e| FetchError::Fetch {
+                uri: uri.to_string(),
+                message: e.to_string(),
+            })?;
+            let (hasher, offset) = written.map_err(io)?;
+            // What arrived before a failure is on disk: the next attempt resumes after it.
+            return match failed {
+                Some(e) => Err(e),
+                None => Ok((hasher, offset)),
+            };
         } else if uri.contains("://") && !uri.starts_with("file://") {
             return Err(FetchError::Unsupported(uri.to_string()));
         } else {
@@ -250,6 +270,27 @@ impl Cache {
         let artifacts = state.artifacts().unwrap_or_default();
         (artifacts.iter().map(|(_, r)| r.size).sum(), artifacts.len())
     }
+}
+
+/// Hashes and appends every chunk received to `file`, then syncs it: (the hash, the bytes
+/// in the file).
+fn hash_and_write<C: AsRef<[u8]>>(
+    mut received: tokio::sync::mpsc::Receiver<C>,
+    file: std::fs::File,
+    mut hasher: Sha256,
+    mut size: u64,
+) -> std::io::Result<(Sha256, u64)> {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::with_capacity(CHUNK, file);
+    while let Some(chunk) = received.blocking_recv() {
+        let chunk = chunk.as_ref();
+        hasher.update(chunk);
+        out.write_all(chunk)?;
+        size += chunk.len() as u64;
+    }
+    let file = out.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    Ok((hasher, size))
 }
 
 fn hex_of(digest: &str) -> Result<String, FetchError> {
