@@ -1487,3 +1487,111 @@ fn berth_status_asks_edge_agents_and_reports_refusals_and_lost_agents() {
     assert!(text.contains(", generation 1)"), "{text}");
     assert!(text.contains("(last reached 20"), "{text}");
 }
+
+/// A CA and a certificate it signed for 127.0.0.1: (ca.pem, cert.pem, key.pem) under `dir`.
+fn tls_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "berth test CA");
+    let ca_key = rcgen::KeyPair::generate().expect("CA key");
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("CA");
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .expect("params")
+        .signed_by(&key, &*ca)
+        .expect("certificate");
+    let paths = (
+        dir.join("ca.pem"),
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+    );
+    std::fs::write(&paths.0, ca.pem()).expect("ca.pem");
+    std::fs::write(&paths.1, cert.pem()).expect("cert.pem");
+    std::fs::write(&paths.2, key.serialize_pem()).expect("key.pem");
+    paths
+}
+
+#[test]
+fn the_agent_api_over_tls_is_trusted_only_with_its_ca() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    let keys = keys_in(root);
+    let (ca, cert, key) = tls_files(root);
+    let store = root.join("bundles");
+    let state = root.join("state");
+    let (cert_arg, key_arg) = (cert.display().to_string(), key.display().to_string());
+    let agent = AgentProc::start(
+        &state,
+        &keys.public,
+        &store.join("site.bundle.json").display().to_string(),
+        &["--tls-cert", &cert_arg, "--tls-key", &key_arg],
+    );
+    assert!(agent.url.starts_with("https://127.0.0.1:"), "{}", agent.url);
+    let spec = root.join("spec");
+    edge_spec(&spec, &agent.url);
+    let out = Command::new(BERTH)
+        .args(["apply", "--bundles"])
+        .arg(&store)
+        .arg("--key")
+        .arg(root.join("cp.key"))
+        .arg(&spec)
+        .output()
+        .expect("apply");
+    assert!(out.status.success());
+    let token = state.with_extension("token").display().to_string();
+    let (ca_arg, seen) = (
+        ca.display().to_string(),
+        root.join("seen").display().to_string(),
+    );
+    let with_ca = [
+        "--agent-token-file",
+        token.as_str(),
+        "--agent-ca",
+        ca_arg.as_str(),
+        "--agent-seen",
+        seen.as_str(),
+    ];
+    // Trusting the CA: the agent answers over TLS (it pulls the bundle on its own interval).
+    let doc = wait_for(Duration::from_secs(30), || {
+        let (code, doc, _) = berth_status(&spec, &with_ca, None);
+        (code == 0 && doc["edge"][0]["workloads"][0]["running"] == 1).then_some(doc)
+    });
+    assert_eq!(doc["edge"][0]["state"], "reachable");
+    assert_eq!(doc["edge"][0]["generation"], 1);
+    // Not trusting it: the certificate is refused, reported as unreachable.
+    let (code, doc, text) = berth_status(
+        &spec,
+        &["--agent-token-file", &token, "--agent-seen", &seen],
+        None,
+    );
+    assert_eq!(code, 1, "{text}");
+    assert_eq!(doc["edge"][0]["state"], "unreachable");
+    assert!(
+        doc["edge"][0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("certificate")),
+        "{doc:#}"
+    );
+    // Over TLS, a wrong token is still refused.
+    let wrong = root.join("wrong.token");
+    std::fs::write(&wrong, "nope").expect("token");
+    let wrong = wrong.display().to_string();
+    let (code, doc, _) = berth_status(
+        &spec,
+        &[
+            "--agent-token-file",
+            &wrong,
+            "--agent-ca",
+            &ca_arg,
+            "--agent-seen",
+            &seen,
+        ],
+        None,
+    );
+    assert_eq!(
+        (code, &doc["edge"][0]["state"]),
+        (1, &Value::from("unauthorized"))
+    );
+}
