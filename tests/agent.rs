@@ -25,6 +25,8 @@ struct Store {
     dir: PathBuf,
     port: u16,
     log: Arc<Mutex<Vec<String>>>,
+    /// (path, when its body started to be sent, in ms since the epoch).
+    bodies: Arc<Mutex<Vec<(String, u64)>>>,
     bytes_per_second: Option<usize>,
     running: Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>,
 }
@@ -35,6 +37,7 @@ impl Store {
             dir: dir.to_path_buf(),
             port: 0,
             log: Arc::default(),
+            bodies: Arc::default(),
             bytes_per_second,
             running: None,
         };
@@ -56,6 +59,7 @@ impl Store {
         self.port = listener.local_addr().expect("addr").port();
         listener.set_nonblocking(true).expect("nonblocking");
         let stop = Arc::new(AtomicBool::new(false));
+        let bodies = self.bodies.clone();
         let (dir, log, rate, flag) = (
             self.dir.clone(),
             self.log.clone(),
@@ -67,7 +71,10 @@ impl Store {
                 match listener.accept() {
                     Ok((stream, _)) => {
                         let (dir, log, flag) = (dir.clone(), log.clone(), flag.clone());
-                        std::thread::spawn(move || serve(stream, &dir, &log, rate, &flag));
+                        let bodies = bodies.clone();
+                        std::thread::spawn(move || {
+                            serve(stream, &dir, (&log, &bodies), rate, &flag)
+                        });
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(10)),
                 }
@@ -93,7 +100,7 @@ impl Drop for Store {
 fn serve(
     mut stream: TcpStream,
     dir: &Path,
-    log: &Mutex<Vec<String>>,
+    (log, bodies): (&Mutex<Vec<String>>, &Mutex<Vec<(String, u64)>>),
     rate: Option<usize>,
     stop: &AtomicBool,
 ) {
@@ -173,6 +180,10 @@ fn serve(
         "HTTP/1.1 {status}\r\netag: {etag}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
         slice.len()
     );
+    bodies
+        .lock()
+        .expect("bodies")
+        .push((path.to_string(), now_ms()));
     match rate {
         None => {
             let _ = stream.write_all(slice);
@@ -188,6 +199,12 @@ fn serve(
     }
 }
 
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 // ------------------------------------------------------------------ the agent process
 
 struct AgentProc {
@@ -200,7 +217,9 @@ impl AgentProc {
     fn start(state: &Path, trust: &Path, source: &str, extra: &[&str]) -> AgentProc {
         let token = state.with_extension("token");
         std::fs::write(&token, format!("{TOKEN}\n")).expect("token");
-        let mut child = Command::new(BERTH)
+        // Measurements run a release build: `BERTH_AGENT_BIN=target/release/berth`.
+        let bin = std::env::var("BERTH_AGENT_BIN").unwrap_or_else(|_| BERTH.to_string());
+        let mut child = Command::new(bin)
             .args(
                 [
                     "agent",
@@ -1206,15 +1225,40 @@ fn measure_agent_figures() {
         &store.url("site.bundle.json"),
         &[],
     );
+    let cpu = |pid: u32| {
+        // utime + stime, in clock ticks (100 a second on Linux).
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+        let fields: Vec<&str> = stat.rsplit_once(") ").expect("stat").1.split(' ').collect();
+        let ticks: u64 =
+            fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
+        ticks as f64 / 100.0
+    };
+    let cpu_before = cpu(agent.child.id());
     wait_for(Duration::from_secs(120), || {
         (workload_state(&agent.status(), "big").as_deref() == Some("running")).then_some(())
     });
+    let cpu_used = cpu(agent.child.id()) - cpu_before;
     let mut cursor = 0;
     let events = drain_telemetry(&agent, &mut cursor);
-    let ms = event_at(&events, "artifact_fetched")[0] - event_at(&events, "bundle_accepted")[0];
+    let fetched = event_at(&events, "artifact_fetched")[0];
+    let ms = fetched - event_at(&events, "bundle_accepted")[0];
+    let body_started = store
+        .bodies
+        .lock()
+        .expect("bodies")
+        .iter()
+        .find(|(path, _)| path.ends_with("model.bin"))
+        .map(|(_, at)| *at)
+        .expect("the model was served");
+    let streaming_ms = fetched.saturating_sub(body_started).max(1);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "fetch+verify 1 GiB over loopback: {ms} ms = {:.0} MB/s",
-        size as f64 / 1e6 / (ms as f64 / 1e3)
+        "fetch+verify 1 GiB over loopback: {ms} ms from bundle accepted = {:.0} MB/s; \
+         {streaming_ms} ms from the first byte sent = {:.0} MB/s; agent CPU {cpu_used:.2} s; \
+         load average {}",
+        size as f64 / 1e6 / (ms as f64 / 1e3),
+        size as f64 / 1e6 / (streaming_ms as f64 / 1e3),
+        load.split(' ').take(3).collect::<Vec<_>>().join(" ")
     );
     drop(agent);
 
