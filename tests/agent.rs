@@ -19,14 +19,16 @@ const TOKEN: &str = "test-token-7f3a";
 
 // ------------------------------------------------------------------ a real HTTP bundle store
 
+/// (path, when its body started to be sent, in ms since the epoch) per response.
+type Bodies = Mutex<Vec<(String, u64)>>;
+
 /// Serves the files of a directory over HTTP/1.1 with ETags, `If-None-Match`, `Range`, and
 /// an optional rate limit; logs every request. Stopping it closes the port (the link is cut).
 struct Store {
     dir: PathBuf,
     port: u16,
     log: Arc<Mutex<Vec<String>>>,
-    /// (path, when its body started to be sent, in ms since the epoch).
-    bodies: Arc<Mutex<Vec<(String, u64)>>>,
+    bodies: Arc<Bodies>,
     bytes_per_second: Option<usize>,
     running: Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>,
 }
@@ -100,7 +102,7 @@ impl Drop for Store {
 fn serve(
     mut stream: TcpStream,
     dir: &Path,
-    (log, bodies): (&Mutex<Vec<String>>, &Mutex<Vec<(String, u64)>>),
+    (log, bodies): (&Mutex<Vec<String>>, &Bodies),
     rate: Option<usize>,
     stop: &AtomicBool,
 ) {
