@@ -1641,3 +1641,77 @@ fn the_agent_api_over_tls_is_trusted_only_with_its_ca() {
         (1, &Value::from("unauthorized"))
     );
 }
+
+/// Live processes whose command line contains `needle`.
+fn processes_running(needle: &str) -> Vec<u64> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u64>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline)
+            .replace('\0', " ")
+            .contains(needle)
+            && alive(pid)
+        {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+#[test]
+fn kill_9_mid_reconcile_leaves_no_orphan_and_no_double() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    let served = root.join("store");
+    std::fs::create_dir_all(&served).expect("store dir");
+    let keys = keys_in(root);
+    let model = model_bytes(6 << 20);
+    std::fs::write(served.join("model.bin"), &model).expect("model");
+    let digest = format!("sha256:{}", keys::to_hex(&Sha256::digest(&model)));
+    // 2 MiB/s: the reconcile spends about three seconds on `slow`'s model, with five
+    // workloads started before it and five after.
+    let store = Store::start(&served, Some(2 << 20));
+    // `exec`: one process per replica, whatever the shell.
+    let needle = format!("sleep 7{}", std::process::id());
+    let command = format!("exec {needle}");
+    let mut workloads: Vec<BundleWorkload> = (0..5)
+        .map(|i| workload(&format!("a{i}"), &command))
+        .collect();
+    workloads.push(with_model(
+        workload("slow", "sleep 1000"),
+        store.url("model.bin"),
+        digest,
+    ));
+    workloads.extend((0..5).map(|i| workload(&format!("b{i}"), &command)));
+    publish(&served, &bundle(1, workloads).sign(&keys.secret));
+    let state = root.join("state");
+    let mut agent = AgentProc::start(&state, &keys.public, &store.url("site.bundle.json"), &[]);
+    let status = wait_for(Duration::from_secs(20), || {
+        let s = agent.status();
+        (workload_state(&s, "a4").as_deref() == Some("running")).then_some(s)
+    });
+    assert_eq!(workload_state(&status, "b0").as_deref(), Some("starting"));
+    let before = processes_running(&needle);
+    assert_eq!(before.len(), 5, "a0..a4 run before the download");
+    agent.kill9();
+
+    // Restarted: the five orphans are stopped, every workload runs once.
+    let agent = AgentProc::start(&state, &keys.public, &store.url("site.bundle.json"), &[]);
+    let status = wait_for(Duration::from_secs(30), || {
+        let s = agent.status();
+        s["workloads"]
+            .as_array()
+            .is_some_and(|w| w.len() == 11 && w.iter().all(|w| w["state"] == "running"))
+            .then_some(s)
+    });
+    assert_eq!(status["generation"], 1);
+    wait_for(Duration::from_secs(10), || {
+        before.iter().all(|p| !alive(*p)).then_some(())
+    });
+    let after = processes_running(&needle);
+    assert_eq!(after.len(), 10, "one process per workload: {after:?}");
+    assert!(after.iter().all(|p| !before.contains(p)));
+}
