@@ -586,10 +586,12 @@ fn signed_bundles_run_bad_ones_are_rejected_and_the_link_can_drop() {
         assert_eq!(workload_state(&status, "evil"), None);
     }
 
-    // A newer signed bundle replaces it: `a` stopped, `b` started.
+    // A newer signed bundle replaces it: `a` stopped, `b` started, and `flap`, which exits
+    // every 0.2 s, so that events keep coming while the link is down.
+    let flap = workload("flap", "sleep 0.2; exit 3");
     publish(
         &served,
-        &bundle(2, vec![workload("b", &ticking(&b))]).sign(&keys.secret),
+        &bundle(2, vec![workload("b", &ticking(&b)), flap.clone()]).sign(&keys.secret),
     );
     agent.sync();
     wait_for(Duration::from_secs(20), || {
@@ -606,7 +608,11 @@ fn signed_bundles_run_bad_ones_are_rejected_and_the_link_can_drop() {
         &served,
         &bundle(
             3,
-            vec![workload("b", &ticking(&b)), workload("c", "sleep 1000")],
+            vec![
+                workload("b", &ticking(&b)),
+                flap.clone(),
+                workload("c", "sleep 1000"),
+            ],
         )
         .sign(&keys.secret),
     );
@@ -615,6 +621,10 @@ fn signed_bundles_run_bad_ones_are_rejected_and_the_link_can_drop() {
         (s["source"]["reachable"] == false).then_some(s)
     });
     assert_eq!(offline["generation"], 2);
+    let buffered = offline["telemetry"]["buffered"].as_u64().expect("buffered");
+    wait_for(Duration::from_secs(20), || {
+        (agent.status()["telemetry"]["buffered"].as_u64() > Some(buffered + 2)).then_some(())
+    });
     let ticks = lines(&b);
     wait_for(Duration::from_secs(10), || {
         (lines(&b) > ticks + 5).then_some(())
@@ -643,12 +653,17 @@ fn signed_bundles_run_bad_ones_are_rejected_and_the_link_can_drop() {
     let total = seqs.len();
     seqs.dedup();
     assert_eq!(seqs.len(), total, "an event was delivered twice");
-    assert!(seqs.windows(2).all(|w| w[0] < w[1]));
+    // Contiguous sequence numbers: none lost between the reads, none skipped.
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "an event was lost: {seqs:?}"
+    );
     let kinds = |events: &[Value], kind: &str| events.iter().filter(|e| e["kind"] == kind).count();
     let all: Vec<Value> = before.iter().chain(&after).cloned().collect();
     assert_eq!(kinds(&all, "bundle_accepted"), 3, "{all:#?}");
     assert_eq!(kinds(&all, "bundle_rejected"), 4, "{all:#?}");
     assert!(kinds(&all, "workload_started") >= 3);
+    assert!(kinds(&all, "workload_exited") >= 3, "{all:#?}");
     // Acknowledged events are gone: nothing is delivered twice.
     assert!(drain_telemetry(&agent, &mut cursor).is_empty());
     let status = agent.status();
