@@ -1378,6 +1378,23 @@ target site {{
     .expect("spec");
 }
 
+/// `berth apply SPEC --bundles STORE --key KEY`: the edge bundles published.
+fn apply_edge_spec(spec: &Path, store: &Path, key: &Path) {
+    let out = Command::new(BERTH)
+        .args(["apply", "--bundles"])
+        .arg(store)
+        .arg("--key")
+        .arg(key)
+        .arg(spec)
+        .output()
+        .expect("apply");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// `berth status SPEC ARGS --output json`: (exit code, the JSON document, stdout and stderr
 /// of the same call in human form).
 fn berth_status(spec: &Path, args: &[&str], env_token: Option<&str>) -> (i32, Value, String) {
@@ -1434,19 +1451,7 @@ fn berth_status_asks_edge_agents_and_reports_refusals_and_lost_agents() {
     );
     let spec = root.join("spec");
     edge_spec(&spec, &agent.url);
-    let out = Command::new(BERTH)
-        .args(["apply", "--bundles"])
-        .arg(&store)
-        .arg("--key")
-        .arg(root.join("cp.key"))
-        .arg(&spec)
-        .output()
-        .expect("apply");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    apply_edge_spec(&spec, &store, &root.join("cp.key"));
     agent.sync();
     let start = Instant::now();
     wait_for(Duration::from_secs(20), || {
@@ -1592,15 +1597,7 @@ fn the_agent_api_over_tls_is_trusted_only_with_its_ca() {
     assert!(agent.url.starts_with("https://127.0.0.1:"), "{}", agent.url);
     let spec = root.join("spec");
     edge_spec(&spec, &agent.url);
-    let out = Command::new(BERTH)
-        .args(["apply", "--bundles"])
-        .arg(&store)
-        .arg("--key")
-        .arg(root.join("cp.key"))
-        .arg(&spec)
-        .output()
-        .expect("apply");
-    assert!(out.status.success());
+    apply_edge_spec(&spec, &store, &root.join("cp.key"));
     let token = state.with_extension("token").display().to_string();
     let (ca_arg, seen) = (
         ca.display().to_string(),
