@@ -185,28 +185,38 @@ impl Cache {
                 });
             }
             // Hashing and writing run on a blocking thread fed through a bounded channel, so
-            // they overlap with receiving (network chunks are small; the file gets 1 MiB
-            // buffered writes without a blocking-pool trip per write).
-            let (chunks, received) = tokio::sync::mpsc::channel(64);
+            // they overlap with receiving. Network chunks are small: they travel in batches
+            // of about 1 MiB (no copy, one wake-up per batch), and the file gets 1 MiB
+            // buffered writes.
+            let (batches, received) = tokio::sync::mpsc::channel(8);
             let file = out.into_std().await;
             let sink =
                 tokio::task::spawn_blocking(move || hash_and_write(received, file, hasher, offset));
             let mut failed = None;
+            let mut batch = Vec::new();
+            let mut batch_bytes = 0;
             loop {
-                match response.chunk().await {
-                    Ok(Some(chunk)) => {
-                        if chunks.send(chunk).await.is_err() {
-                            break;
-                        }
-                    }
+                let chunk = match response.chunk().await {
+                    Ok(Some(chunk)) => chunk,
                     Ok(None) => break,
                     Err(e) => {
                         failed = Some(fetch(e));
                         break;
                     }
+                };
+                batch_bytes += chunk.len();
+                batch.push(chunk);
+                if batch_bytes >= CHUNK {
+                    batch_bytes = 0;
+                    if batches.send(std::mem::take(&mut batch)).await.is_err() {
+                        break;
+                    }
                 }
             }
-            drop(chunks);
+            if !batch.is_empty() {
+                let _ = batches.send(batch).await;
+            }
+            drop(batches);
             let written = sink.await.map_err(|e| FetchError::Fetch {
                 uri: uri.to_string(),
                 message: e.to_string(),
@@ -272,21 +282,23 @@ impl Cache {
     }
 }
 
-/// Hashes and appends every chunk received to `file`, then syncs it: (the hash, the bytes
-/// in the file).
+/// Hashes and appends every batch of chunks received to `file`, then syncs it: (the hash,
+/// the bytes in the file).
 fn hash_and_write<C: AsRef<[u8]>>(
-    mut received: tokio::sync::mpsc::Receiver<C>,
+    mut received: tokio::sync::mpsc::Receiver<Vec<C>>,
     file: std::fs::File,
     mut hasher: Sha256,
     mut size: u64,
 ) -> std::io::Result<(Sha256, u64)> {
     use std::io::Write;
     let mut out = std::io::BufWriter::with_capacity(CHUNK, file);
-    while let Some(chunk) = received.blocking_recv() {
-        let chunk = chunk.as_ref();
-        hasher.update(chunk);
-        out.write_all(chunk)?;
-        size += chunk.len() as u64;
+    while let Some(batch) = received.blocking_recv() {
+        for chunk in &batch {
+            let chunk = chunk.as_ref();
+            hasher.update(chunk);
+            out.write_all(chunk)?;
+            size += chunk.len() as u64;
+        }
     }
     let file = out.into_inner().map_err(|e| e.into_error())?;
     file.sync_all()?;
