@@ -138,50 +138,10 @@ impl Report {
         let statuses = targets
             .iter()
             .zip(answers)
-            .map(|((target, agent), answer)| {
+            .map(|(&(target, agent), answer)| {
                 let desired = Bundle::from_plan(ir, plan, target, 0);
-                let mut status = EdgeTargetStatus {
-                    target: target.to_string(),
-                    agent: agent.to_string(),
-                    state: Reach::Reachable,
-                    error: None,
-                    last_reachable_ms: None,
-                    generation: None,
-                    bundle_plan_id: None,
-                    workloads: compare(&desired, None),
-                    cache: None,
-                    source: None,
-                    gpus: None,
-                };
                 let seen_file = args.agent_seen.join(format!("{target}.json"));
-                match answer {
-                    Ok(live) => {
-                        status.generation = live["generation"].as_u64();
-                        status.bundle_plan_id = live["plan_id"].as_str().map(str::to_string);
-                        status.workloads = compare(&desired, Some(&live));
-                        status.cache = Some(live["cache"].clone());
-                        status.source = Some(live["source"].clone());
-                        status.gpus = Some(live["gpus"].clone());
-                        let seen = Seen {
-                            at_ms: crate::agent::now_ms(),
-                            generation: status.generation,
-                        };
-                        status.last_reachable_ms = Some(seen.at_ms);
-                        remember(&seen_file, &seen);
-                    }
-                    Err((reach, error)) => {
-                        status.state = reach;
-                        status.error = Some(error);
-                        let seen = std::fs::read(&seen_file)
-                            .ok()
-                            .and_then(|b| serde_json::from_slice::<Seen>(&b).ok());
-                        if let Some(seen) = seen {
-                            status.last_reachable_ms = Some(seen.at_ms);
-                            status.generation = seen.generation;
-                        }
-                    }
-                }
-                status
+                target_status(target, agent, &desired, answer, &seen_file)
             })
             .collect();
         Ok(Report(statuses))
@@ -251,6 +211,58 @@ impl Report {
         }
         Ok(())
     }
+}
+
+/// One target's status from the agent's answer (or failure) and what the plan wants there;
+/// remembers a successful answer in `seen_file`, recalls it after a failure.
+fn target_status(
+    target: &str,
+    agent: &str,
+    desired: &Bundle,
+    answer: Result<Value, (Reach, String)>,
+    seen_file: &Path,
+) -> EdgeTargetStatus {
+    let mut status = EdgeTargetStatus {
+        target: target.to_string(),
+        agent: agent.to_string(),
+        state: Reach::Reachable,
+        error: None,
+        last_reachable_ms: None,
+        generation: None,
+        bundle_plan_id: None,
+        workloads: compare(desired, None),
+        cache: None,
+        source: None,
+        gpus: None,
+    };
+    match answer {
+        Ok(live) => {
+            status.generation = live["generation"].as_u64();
+            status.bundle_plan_id = live["plan_id"].as_str().map(str::to_string);
+            status.workloads = compare(desired, Some(&live));
+            status.cache = Some(live["cache"].clone());
+            status.source = Some(live["source"].clone());
+            status.gpus = Some(live["gpus"].clone());
+            let seen = Seen {
+                at_ms: crate::agent::now_ms(),
+                generation: status.generation,
+            };
+            status.last_reachable_ms = Some(seen.at_ms);
+            remember(seen_file, &seen);
+        }
+        Err((reach, error)) => {
+            status.state = reach;
+            status.error = Some(error);
+            let seen = std::fs::read(seen_file)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Seen>(&b).ok());
+            if let Some(seen) = seen {
+                status.last_reachable_ms = Some(seen.at_ms);
+                status.generation = seen.generation;
+            }
+        }
+    }
+    status
 }
 
 /// The token from `file`, else from [`TOKEN_ENV`]; `None` when neither is given.
