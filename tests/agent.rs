@@ -19,12 +19,16 @@ const TOKEN: &str = "test-token-7f3a";
 
 // ------------------------------------------------------------------ a real HTTP bundle store
 
+/// (path, when its body started to be sent, in ms since the epoch) per response.
+type Bodies = Mutex<Vec<(String, u64)>>;
+
 /// Serves the files of a directory over HTTP/1.1 with ETags, `If-None-Match`, `Range`, and
 /// an optional rate limit; logs every request. Stopping it closes the port (the link is cut).
 struct Store {
     dir: PathBuf,
     port: u16,
     log: Arc<Mutex<Vec<String>>>,
+    bodies: Arc<Bodies>,
     bytes_per_second: Option<usize>,
     running: Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>,
 }
@@ -35,6 +39,7 @@ impl Store {
             dir: dir.to_path_buf(),
             port: 0,
             log: Arc::default(),
+            bodies: Arc::default(),
             bytes_per_second,
             running: None,
         };
@@ -56,6 +61,7 @@ impl Store {
         self.port = listener.local_addr().expect("addr").port();
         listener.set_nonblocking(true).expect("nonblocking");
         let stop = Arc::new(AtomicBool::new(false));
+        let bodies = self.bodies.clone();
         let (dir, log, rate, flag) = (
             self.dir.clone(),
             self.log.clone(),
@@ -67,7 +73,10 @@ impl Store {
                 match listener.accept() {
                     Ok((stream, _)) => {
                         let (dir, log, flag) = (dir.clone(), log.clone(), flag.clone());
-                        std::thread::spawn(move || serve(stream, &dir, &log, rate, &flag));
+                        let bodies = bodies.clone();
+                        std::thread::spawn(move || {
+                            serve(stream, &dir, (&log, &bodies), rate, &flag)
+                        });
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(10)),
                 }
@@ -93,7 +102,7 @@ impl Drop for Store {
 fn serve(
     mut stream: TcpStream,
     dir: &Path,
-    log: &Mutex<Vec<String>>,
+    (log, bodies): (&Mutex<Vec<String>>, &Bodies),
     rate: Option<usize>,
     stop: &AtomicBool,
 ) {
@@ -173,6 +182,10 @@ fn serve(
         "HTTP/1.1 {status}\r\netag: {etag}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
         slice.len()
     );
+    bodies
+        .lock()
+        .expect("bodies")
+        .push((path.to_string(), now_ms()));
     match rate {
         None => {
             let _ = stream.write_all(slice);
@@ -188,6 +201,12 @@ fn serve(
     }
 }
 
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 // ------------------------------------------------------------------ the agent process
 
 struct AgentProc {
@@ -200,7 +219,9 @@ impl AgentProc {
     fn start(state: &Path, trust: &Path, source: &str, extra: &[&str]) -> AgentProc {
         let token = state.with_extension("token");
         std::fs::write(&token, format!("{TOKEN}\n")).expect("token");
-        let mut child = Command::new(BERTH)
+        // Measurements run a release build: `BERTH_AGENT_BIN=target/release/berth`.
+        let bin = std::env::var("BERTH_AGENT_BIN").unwrap_or_else(|_| BERTH.to_string());
+        let mut child = Command::new(bin)
             .args(
                 [
                     "agent",
@@ -565,10 +586,12 @@ fn signed_bundles_run_bad_ones_are_rejected_and_the_link_can_drop() {
         assert_eq!(workload_state(&status, "evil"), None);
     }
 
-    // A newer signed bundle replaces it: `a` stopped, `b` started.
+    // A newer signed bundle replaces it: `a` stopped, `b` started, and `flap`, which exits
+    // every 0.2 s, so that events keep coming while the link is down.
+    let flap = workload("flap", "sleep 0.2; exit 3");
     publish(
         &served,
-        &bundle(2, vec![workload("b", &ticking(&b))]).sign(&keys.secret),
+        &bundle(2, vec![workload("b", &ticking(&b)), flap.clone()]).sign(&keys.secret),
     );
     agent.sync();
     wait_for(Duration::from_secs(20), || {
@@ -585,7 +608,11 @@ fn signed_bundles_run_bad_ones_are_rejected_and_the_link_can_drop() {
         &served,
         &bundle(
             3,
-            vec![workload("b", &ticking(&b)), workload("c", "sleep 1000")],
+            vec![
+                workload("b", &ticking(&b)),
+                flap.clone(),
+                workload("c", "sleep 1000"),
+            ],
         )
         .sign(&keys.secret),
     );
@@ -594,6 +621,10 @@ fn signed_bundles_run_bad_ones_are_rejected_and_the_link_can_drop() {
         (s["source"]["reachable"] == false).then_some(s)
     });
     assert_eq!(offline["generation"], 2);
+    let buffered = offline["telemetry"]["buffered"].as_u64().expect("buffered");
+    wait_for(Duration::from_secs(20), || {
+        (agent.status()["telemetry"]["buffered"].as_u64() > Some(buffered + 2)).then_some(())
+    });
     let ticks = lines(&b);
     wait_for(Duration::from_secs(10), || {
         (lines(&b) > ticks + 5).then_some(())
@@ -622,12 +653,17 @@ fn signed_bundles_run_bad_ones_are_rejected_and_the_link_can_drop() {
     let total = seqs.len();
     seqs.dedup();
     assert_eq!(seqs.len(), total, "an event was delivered twice");
-    assert!(seqs.windows(2).all(|w| w[0] < w[1]));
+    // Contiguous sequence numbers: none lost between the reads, none skipped.
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "an event was lost: {seqs:?}"
+    );
     let kinds = |events: &[Value], kind: &str| events.iter().filter(|e| e["kind"] == kind).count();
     let all: Vec<Value> = before.iter().chain(&after).cloned().collect();
     assert_eq!(kinds(&all, "bundle_accepted"), 3, "{all:#?}");
     assert_eq!(kinds(&all, "bundle_rejected"), 4, "{all:#?}");
     assert!(kinds(&all, "workload_started") >= 3);
+    assert!(kinds(&all, "workload_exited") >= 3, "{all:#?}");
     // Acknowledged events are gone: nothing is delivered twice.
     assert!(drain_telemetry(&agent, &mut cursor).is_empty());
     let status = agent.status();
@@ -1032,18 +1068,101 @@ target here {{
     );
 }
 
+/// The README's first command, `berth apply examples/quickstart`, run as a user would: the
+/// web server answers at the URL it prints, the heartbeat writes to the log it names, and
+/// Ctrl-C (SIGINT) stops both and exits cleanly.
 #[test]
-fn the_quickstart_checks_clean() {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quickstart");
-    let out = Command::new(BERTH)
+fn the_readme_quickstart_runs_here_and_ctrl_c_stops_it() {
+    let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quickstart");
+    let check = Command::new(BERTH)
         .arg("check")
-        .arg(&repo)
+        .arg(&quickstart)
         .output()
         .expect("run");
     assert!(
-        out.status.success(),
+        check.status.success(),
         "{}",
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&check.stderr)
+    );
+    // A fresh directory as the user's working directory (state goes to `.berth/local`).
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut child = Command::new(BERTH)
+        .arg("apply")
+        .arg(&quickstart)
+        .current_dir(dir.path())
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("berth apply");
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let mut lines_in = BufReader::new(child.stderr.take().expect("stderr"));
+    let sink = stderr.clone();
+    let reader = std::thread::spawn(move || {
+        let mut line = String::new();
+        while lines_in.read_line(&mut line).unwrap_or(0) > 0 {
+            sink.lock().expect("stderr").push_str(&line);
+            line.clear();
+        }
+    });
+    let text = wait_for(Duration::from_secs(30), || {
+        let text = stderr.lock().expect("stderr").clone();
+        text.contains("press Ctrl-C to stop").then_some(text)
+    });
+    assert!(
+        text.contains("target `laptop`: running 2 workload(s) here"),
+        "{text}"
+    );
+    assert!(text.contains("on http://127.0.0.1:8087"), "{text}");
+    let logs = dir.path().join(".berth/local/laptop/logs");
+    assert!(
+        text.contains("logs: .berth/local/laptop/logs/WORKLOAD-REPLICA.log"),
+        "{text}"
+    );
+    let pids: Vec<u64> = text
+        .lines()
+        .filter_map(|l| {
+            l.split_once("(pids ")
+                .and_then(|(_, r)| r.split(')').next())
+        })
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    assert_eq!(pids.len(), 2, "{text}");
+    // The web server answers; the heartbeat writes its log.
+    let page = wait_for(Duration::from_secs(20), || {
+        TcpStream::connect("127.0.0.1:8087").ok().map(|mut s| {
+            let _ = write!(s, "GET / HTTP/1.0\r\n\r\n");
+            let mut page = String::new();
+            let _ = s.read_to_string(&mut page);
+            page
+        })
+    });
+    assert!(page.starts_with("HTTP/1.0 200"), "{page}");
+    wait_for(Duration::from_secs(20), || {
+        std::fs::read_to_string(logs.join("heartbeat-0.log"))
+            .ok()
+            .filter(|t| t.contains("heartbeat from heartbeat on laptop"))
+    });
+    assert!(pids.iter().all(|p| alive(*p)));
+
+    // Ctrl-C: both processes stopped, a clean exit.
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    let status = child.wait().expect("wait");
+    reader.join().expect("stderr reader");
+    let text = stderr.lock().expect("stderr").clone();
+    assert!(status.success(), "{text}");
+    assert!(text.trim_end().ends_with("stopped"), "{text}");
+    wait_for(Duration::from_secs(10), || {
+        pids.iter().all(|p| !alive(*p)).then_some(())
+    });
+    assert!(
+        TcpStream::connect("127.0.0.1:8087").is_err(),
+        "the web server outlived Ctrl-C"
     );
 }
 
@@ -1123,15 +1242,40 @@ fn measure_agent_figures() {
         &store.url("site.bundle.json"),
         &[],
     );
+    let cpu = |pid: u32| {
+        // utime + stime, in clock ticks (100 a second on Linux).
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+        let fields: Vec<&str> = stat.rsplit_once(") ").expect("stat").1.split(' ').collect();
+        let ticks: u64 =
+            fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
+        ticks as f64 / 100.0
+    };
+    let cpu_before = cpu(agent.child.id());
     wait_for(Duration::from_secs(120), || {
         (workload_state(&agent.status(), "big").as_deref() == Some("running")).then_some(())
     });
+    let cpu_used = cpu(agent.child.id()) - cpu_before;
     let mut cursor = 0;
     let events = drain_telemetry(&agent, &mut cursor);
-    let ms = event_at(&events, "artifact_fetched")[0] - event_at(&events, "bundle_accepted")[0];
+    let fetched = event_at(&events, "artifact_fetched")[0];
+    let ms = fetched - event_at(&events, "bundle_accepted")[0];
+    let body_started = store
+        .bodies
+        .lock()
+        .expect("bodies")
+        .iter()
+        .find(|(path, _)| path.ends_with("model.bin"))
+        .map(|(_, at)| *at)
+        .expect("the model was served");
+    let streaming_ms = fetched.saturating_sub(body_started).max(1);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "fetch+verify 1 GiB over loopback: {ms} ms = {:.0} MB/s",
-        size as f64 / 1e6 / (ms as f64 / 1e3)
+        "fetch+verify 1 GiB over loopback: {ms} ms from bundle accepted = {:.0} MB/s; \
+         {streaming_ms} ms from the first byte sent = {:.0} MB/s; agent CPU {cpu_used:.2} s; \
+         load average {}",
+        size as f64 / 1e6 / (ms as f64 / 1e3),
+        size as f64 / 1e6 / (streaming_ms as f64 / 1e3),
+        load.split(' ').take(3).collect::<Vec<_>>().join(" ")
     );
     drop(agent);
 
@@ -1203,4 +1347,391 @@ fn measure_agent_figures() {
             .find(|l| l.starts_with("VmRSS"))
             .unwrap_or_default()
     );
+}
+
+/// A spec with one edge target `site` whose agent is at `agent`, and one workload there.
+fn edge_spec(dir: &Path, agent: &str) {
+    std::fs::create_dir_all(dir).expect("spec dir");
+    std::fs::write(
+        dir.join("spec.berth"),
+        format!(
+            r#"workload ticker {{
+  release  = "1"
+  image    = "exec:sleep 1000"
+  kind     = service
+  class    = production
+  identity = service_account("t")
+  replicas = 1
+  resources {{ cpu = 0.1  memory = 16MiB }}
+}}
+
+target site {{
+  class        = edge
+  runtime      = edge {{ agent = "{agent}" }}
+  connectivity = connected
+  cpu    = 2
+  memory = 2GiB
+}}
+"#
+        ),
+    )
+    .expect("spec");
+}
+
+/// `berth apply SPEC --bundles STORE --key KEY`: the edge bundles published.
+fn apply_edge_spec(spec: &Path, store: &Path, key: &Path) {
+    let out = Command::new(BERTH)
+        .args(["apply", "--bundles"])
+        .arg(store)
+        .arg("--key")
+        .arg(key)
+        .arg(spec)
+        .output()
+        .expect("apply");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `berth status SPEC ARGS --output json`: (exit code, the JSON document, stdout and stderr
+/// of the same call in human form).
+fn berth_status(spec: &Path, args: &[&str], env_token: Option<&str>) -> (i32, Value, String) {
+    let run = |json: bool| {
+        let mut command = Command::new(BERTH);
+        command.env_remove("BERTH_AGENT_TOKEN");
+        if let Some(token) = env_token {
+            command.env("BERTH_AGENT_TOKEN", token);
+        }
+        if json {
+            command.args(["--output", "json"]);
+        }
+        command
+            .arg("status")
+            .arg(spec)
+            .args(args)
+            .output()
+            .expect("berth status")
+    };
+    let json = run(true);
+    let human = run(false);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&human.stdout),
+        String::from_utf8_lossy(&human.stderr)
+    );
+    assert_eq!(json.status.code(), human.status.code(), "{text}");
+    let doc: Value = serde_json::from_slice(&json.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}{}",
+            String::from_utf8_lossy(&json.stdout),
+            String::from_utf8_lossy(&json.stderr)
+        )
+    });
+    assert!(
+        !text.contains(TOKEN) && !doc.to_string().contains(TOKEN),
+        "the token was printed: {text}"
+    );
+    (json.status.code().unwrap_or(-1), doc, text)
+}
+
+#[test]
+fn berth_status_asks_edge_agents_and_reports_refusals_and_lost_agents() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    let keys = keys_in(root);
+    let store = root.join("bundles");
+    let state = root.join("state");
+    let agent = AgentProc::start(
+        &state,
+        &keys.public,
+        &store.join("site.bundle.json").display().to_string(),
+        &[],
+    );
+    let spec = root.join("spec");
+    edge_spec(&spec, &agent.url);
+    apply_edge_spec(&spec, &store, &root.join("cp.key"));
+    agent.sync();
+    let start = Instant::now();
+    wait_for(Duration::from_secs(20), || {
+        let s = agent.status();
+        assert!(start.elapsed() < Duration::from_secs(15), "{s:#}");
+        (workload_state(&s, "ticker").as_deref() == Some("running")).then_some(())
+    });
+    let token_file = state.with_extension("token");
+    let seen = root.join("seen");
+    let seen_arg = seen.display().to_string();
+    let token_arg = token_file.display().to_string();
+
+    // Reachable: desired from the plan, running from the agent, generation, cache and GPUs.
+    let (code, doc, text) = berth_status(
+        &spec,
+        &["--agent-token-file", &token_arg, "--agent-seen", &seen_arg],
+        None,
+    );
+    assert_eq!(code, 0, "{text}");
+    let site = &doc["edge"][0];
+    assert_eq!(site["target"], "site");
+    assert_eq!(site["state"], "reachable", "{doc:#}");
+    assert_eq!(site["generation"], 1);
+    assert!(
+        site["bundle_plan_id"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("sha256:"))
+    );
+    assert_eq!(
+        site["workloads"],
+        serde_json::json!([
+            {"workload": "ticker", "desired": 1, "running": 1, "state": "running", "reason": null}
+        ])
+    );
+    assert_eq!(site["cache"]["artifacts"], 0);
+    assert_eq!(site["gpus"]["unavailable"], "GPU sampling is off");
+    assert!(
+        text.contains(&format!(
+            "edge target `site` at {}: generation 1 (plan sha256:",
+            agent.url
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("ticker               1/1 running  running"),
+        "{text}"
+    );
+    assert!(text.contains("gpu: GPU sampling is off"), "{text}");
+    // The token may come from the environment instead.
+    let (code, doc, _) = berth_status(&spec, &["--agent-seen", &seen_arg], Some(TOKEN));
+    assert_eq!(
+        (code, &doc["edge"][0]["state"]),
+        (0, &Value::from("reachable"))
+    );
+
+    // A wrong token: refused (401), reported as such, the command still answers.
+    let wrong = root.join("wrong.token");
+    std::fs::write(&wrong, "not-the-token\n").expect("wrong token");
+    let wrong_arg = wrong.display().to_string();
+    let (code, doc, text) = berth_status(
+        &spec,
+        &["--agent-token-file", &wrong_arg, "--agent-seen", &seen_arg],
+        None,
+    );
+    assert_eq!(code, 1, "{text}");
+    assert_eq!(doc["edge"][0]["state"], "unauthorized");
+    assert!(
+        text.contains("unauthorized: the agent refused the token (401 Unauthorized)"),
+        "{text}"
+    );
+    // No token at all: not asked.
+    let (code, doc, _) = berth_status(&spec, &["--agent-seen", &seen_arg], None);
+    assert_eq!(
+        (code, &doc["edge"][0]["state"]),
+        (1, &Value::from("no_token"))
+    );
+
+    // The agent goes away: unreachable, with when it was last reached and what it ran.
+    let last = doc["edge"][0]["last_reachable_ms"].as_u64().expect("seen");
+    drop(agent);
+    let (code, doc, text) = berth_status(
+        &spec,
+        &["--agent-token-file", &token_arg, "--agent-seen", &seen_arg],
+        None,
+    );
+    assert_eq!(code, 1, "{text}");
+    let site = &doc["edge"][0];
+    assert_eq!(site["state"], "unreachable");
+    assert!(
+        site["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("onnection refused")),
+        "{site:#}"
+    );
+    assert_eq!(site["last_reachable_ms"], last);
+    assert_eq!(site["generation"], 1);
+    assert_eq!(site["workloads"][0]["desired"], 1);
+    assert!(text.contains("unreachable: "), "{text}");
+    assert!(text.contains(", generation 1)"), "{text}");
+    assert!(text.contains("(last reached 20"), "{text}");
+}
+
+/// A CA and a certificate it signed for 127.0.0.1: (ca.pem, cert.pem, key.pem) under `dir`.
+fn tls_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "berth test CA");
+    let ca_key = rcgen::KeyPair::generate().expect("CA key");
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("CA");
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .expect("params")
+        .signed_by(&key, &*ca)
+        .expect("certificate");
+    let paths = (
+        dir.join("ca.pem"),
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+    );
+    std::fs::write(&paths.0, ca.pem()).expect("ca.pem");
+    std::fs::write(&paths.1, cert.pem()).expect("cert.pem");
+    std::fs::write(&paths.2, key.serialize_pem()).expect("key.pem");
+    paths
+}
+
+#[test]
+fn the_agent_api_over_tls_is_trusted_only_with_its_ca() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    let keys = keys_in(root);
+    let (ca, cert, key) = tls_files(root);
+    let store = root.join("bundles");
+    let state = root.join("state");
+    let (cert_arg, key_arg) = (cert.display().to_string(), key.display().to_string());
+    let agent = AgentProc::start(
+        &state,
+        &keys.public,
+        &store.join("site.bundle.json").display().to_string(),
+        &["--tls-cert", &cert_arg, "--tls-key", &key_arg],
+    );
+    assert!(agent.url.starts_with("https://127.0.0.1:"), "{}", agent.url);
+    let spec = root.join("spec");
+    edge_spec(&spec, &agent.url);
+    apply_edge_spec(&spec, &store, &root.join("cp.key"));
+    let token = state.with_extension("token").display().to_string();
+    let (ca_arg, seen) = (
+        ca.display().to_string(),
+        root.join("seen").display().to_string(),
+    );
+    let with_ca = [
+        "--agent-token-file",
+        token.as_str(),
+        "--agent-ca",
+        ca_arg.as_str(),
+        "--agent-seen",
+        seen.as_str(),
+    ];
+    // Trusting the CA: the agent answers over TLS (it pulls the bundle on its own interval).
+    let doc = wait_for(Duration::from_secs(30), || {
+        let (code, doc, _) = berth_status(&spec, &with_ca, None);
+        (code == 0 && doc["edge"][0]["workloads"][0]["running"] == 1).then_some(doc)
+    });
+    assert_eq!(doc["edge"][0]["state"], "reachable");
+    assert_eq!(doc["edge"][0]["generation"], 1);
+    // Not trusting it: the certificate is refused, reported as unreachable.
+    let (code, doc, text) = berth_status(
+        &spec,
+        &["--agent-token-file", &token, "--agent-seen", &seen],
+        None,
+    );
+    assert_eq!(code, 1, "{text}");
+    assert_eq!(doc["edge"][0]["state"], "unreachable");
+    assert!(
+        doc["edge"][0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("certificate")),
+        "{doc:#}"
+    );
+    // Over TLS, a wrong token is still refused.
+    let wrong = root.join("wrong.token");
+    std::fs::write(&wrong, "nope").expect("token");
+    let wrong = wrong.display().to_string();
+    let (code, doc, _) = berth_status(
+        &spec,
+        &[
+            "--agent-token-file",
+            &wrong,
+            "--agent-ca",
+            &ca_arg,
+            "--agent-seen",
+            &seen,
+        ],
+        None,
+    );
+    assert_eq!(
+        (code, &doc["edge"][0]["state"]),
+        (1, &Value::from("unauthorized"))
+    );
+}
+
+/// Live processes whose command line contains `needle`.
+fn processes_running(needle: &str) -> Vec<u64> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u64>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline)
+            .replace('\0', " ")
+            .contains(needle)
+            && alive(pid)
+        {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+#[test]
+fn kill_9_mid_reconcile_leaves_no_orphan_and_no_double() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    let served = root.join("store");
+    std::fs::create_dir_all(&served).expect("store dir");
+    let keys = keys_in(root);
+    let model = model_bytes(6 << 20);
+    std::fs::write(served.join("model.bin"), &model).expect("model");
+    let digest = format!("sha256:{}", keys::to_hex(&Sha256::digest(&model)));
+    // 2 MiB/s: the reconcile spends about three seconds on `slow`'s model, with five
+    // workloads started before it and five after.
+    let store = Store::start(&served, Some(2 << 20));
+    // `exec`: one process per replica, whatever the shell.
+    let needle = format!("sleep 7{}", std::process::id());
+    let command = format!("exec {needle}");
+    let mut workloads: Vec<BundleWorkload> = (0..5)
+        .map(|i| workload(&format!("a{i}"), &command))
+        .collect();
+    workloads.push(with_model(
+        workload("slow", "sleep 1000"),
+        store.url("model.bin"),
+        digest,
+    ));
+    workloads.extend((0..5).map(|i| workload(&format!("b{i}"), &command)));
+    publish(&served, &bundle(1, workloads).sign(&keys.secret));
+    let state = root.join("state");
+    let mut agent = AgentProc::start(&state, &keys.public, &store.url("site.bundle.json"), &[]);
+    let status = wait_for(Duration::from_secs(20), || {
+        let s = agent.status();
+        (workload_state(&s, "a4").as_deref() == Some("running")).then_some(s)
+    });
+    assert_eq!(workload_state(&status, "b0").as_deref(), Some("starting"));
+    let before = processes_running(&needle);
+    assert_eq!(before.len(), 5, "a0..a4 run before the download");
+    agent.kill9();
+
+    // Restarted: the five orphans are stopped, every workload runs once.
+    let agent = AgentProc::start(&state, &keys.public, &store.url("site.bundle.json"), &[]);
+    let status = wait_for(Duration::from_secs(30), || {
+        let s = agent.status();
+        s["workloads"]
+            .as_array()
+            .is_some_and(|w| w.len() == 11 && w.iter().all(|w| w["state"] == "running"))
+            .then_some(s)
+    });
+    assert_eq!(status["generation"], 1);
+    wait_for(Duration::from_secs(10), || {
+        before.iter().all(|p| !alive(*p)).then_some(())
+    });
+    // (A replica's shell is briefly there too, until it `exec`s.)
+    let start = Instant::now();
+    let after = wait_for(Duration::from_secs(10), || {
+        let after = processes_running(&needle);
+        assert!(
+            start.elapsed() < Duration::from_secs(8),
+            "not one process per workload: {after:?}"
+        );
+        (after.len() == 10).then_some(after)
+    });
+    assert!(after.iter().all(|p| !before.contains(p)));
 }

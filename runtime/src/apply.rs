@@ -83,6 +83,8 @@ pub struct ApproveArgs {
 pub struct StatusArgs {
     #[command(flatten)]
     pub plan: PlanArgs,
+    #[command(flatten)]
+    pub edge: crate::edge_status::EdgeStatusArgs,
 }
 
 /// A plan and the IR of its spec, ready to render.
@@ -566,5 +568,12 @@ pub fn status(args: &StatusArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         Ok(input) => input,
         Err(exit) => return Ok(exit),
     };
-    k8s::status::run(&input.ir, &input.plan, ui)
+    let edge = match crate::edge_status::Report::collect(&input.ir, &input.plan, &args.edge) {
+        Ok(edge) => edge,
+        Err(e) => {
+            ui.problem(&e, None)?;
+            return Ok(Exit::Trouble);
+        }
+    };
+    k8s::status::run(&input.ir, &input.plan, &edge, ui)
 }

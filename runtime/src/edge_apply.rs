@@ -10,6 +10,7 @@ use crate::cli::Exit;
 use crate::report::Ui;
 use berth_compiler::ir::Ir;
 use berth_compiler::plan::Plan;
+use std::collections::BTreeMap;
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -127,13 +128,20 @@ pub fn run(ir: &Ir, plan: &Plan, args: &EdgeArgs, ui: &mut Ui<'_>) -> io::Result
     let run_for = args
         .run_for
         .and_then(|s| Duration::try_from_secs_f64(s).ok());
-    runtime.block_on(run_locals(locals, &args.state, run_for, ui))?;
+    let ports = ir
+        .workloads
+        .iter()
+        .map(|w| (w.name.clone(), w.ports.clone()))
+        .collect();
+    runtime.block_on(run_locals(locals, &ports, &args.state, run_for, ui))?;
     Ok(exit)
 }
 
-/// Runs the local targets' bundles in embedded agents until Ctrl-C (or `run_for`).
+/// Runs the local targets' bundles in embedded agents until Ctrl-C (or `run_for`), saying
+/// where each workload's log is and at which URL those with ports listen.
 async fn run_locals(
     locals: Vec<Bundle>,
+    ports: &BTreeMap<String, Vec<u16>>,
     state: &std::path::Path,
     run_for: Option<Duration>,
     ui: &mut Ui<'_>,
@@ -194,6 +202,7 @@ async fn run_locals(
         .collect();
     tokio::time::sleep(Duration::from_millis(500)).await;
     for agent in &agents {
+        let logs = agent.config.state_dir.join("logs");
         let status = agent.status().await;
         for w in status["workloads"].as_array().into_iter().flatten() {
             let pids: Vec<String> = w["replicas"]
@@ -206,13 +215,23 @@ async fn run_locals(
                 .as_str()
                 .map(|r| format!(": {r}"))
                 .unwrap_or_default();
+            let name = w["name"].as_str().unwrap_or_default();
+            let urls: String = ports
+                .get(name)
+                .into_iter()
+                .flatten()
+                .map(|p| format!(" on http://127.0.0.1:{p}"))
+                .collect();
             ui.status(&format_args!(
-                "  {} {} (pids {}){reason}",
-                w["name"].as_str().unwrap_or_default(),
+                "  {name} {} (pids {}){reason}{urls}",
                 w["state"].as_str().unwrap_or_default(),
                 pids.join(", ")
             ))?;
         }
+        ui.status(&format_args!(
+            "  logs: {}/WORKLOAD-REPLICA.log",
+            logs.display()
+        ))?;
     }
     ui.status(&"press Ctrl-C to stop")?;
     ui.err.flush()?;

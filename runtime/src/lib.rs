@@ -22,6 +22,7 @@ pub mod arc;
 pub mod bundle;
 pub mod cli;
 pub mod edge_apply;
+pub mod edge_status;
 pub mod files;
 pub mod fmt;
 pub mod k8s;

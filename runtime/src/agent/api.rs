@@ -42,12 +42,12 @@ pub fn router(agent: Arc<Agent>, token: String) -> Router {
         .with_state(shared)
 }
 
-/// Serves the API on `listener` until the task is dropped.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    agent: Arc<Agent>,
-    token: String,
-) -> std::io::Result<()> {
+/// Serves the API on `listener` (plain TCP, or [`super::tls::TlsListener`]) until the task is
+/// dropped.
+pub async fn serve<L>(listener: L, agent: Arc<Agent>, token: String) -> std::io::Result<()>
+where
+    L: axum::serve::Listener<Addr = std::net::SocketAddr>,
+{
     axum::serve(listener, router(agent, token)).await
 }
 

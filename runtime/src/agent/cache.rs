@@ -184,19 +184,49 @@ impl Cache {
                     message: format!("status {status}"),
                 });
             }
-            // Network chunks are small; the file gets 1 MiB writes (each async file write is
-            // a trip to the blocking pool).
-            let mut buffer = Vec::with_capacity(CHUNK);
-            while let Some(chunk) = response.chunk().await.map_err(fetch)? {
-                hasher.update(&chunk);
-                buffer.extend_from_slice(&chunk);
-                offset += chunk.len() as u64;
-                if buffer.len() >= CHUNK {
-                    out.write_all(&buffer).await.map_err(io)?;
-                    buffer.clear();
+            // Hashing and writing run on a blocking thread fed through a bounded channel, so
+            // they overlap with receiving. Network chunks are small: they travel in batches
+            // of about 1 MiB (no copy, one wake-up per batch), and the file gets 1 MiB
+            // buffered writes.
+            let (batches, received) = tokio::sync::mpsc::channel(8);
+            let file = out.into_std().await;
+            let sink =
+                tokio::task::spawn_blocking(move || hash_and_write(received, file, hasher, offset));
+            let mut failed = None;
+            let mut batch = Vec::new();
+            let mut batch_bytes = 0;
+            loop {
+                let chunk = match response.chunk().await {
+                    Ok(Some(chunk)) => chunk,
+                    Ok(None) => break,
+                    Err(e) => {
+                        failed = Some(fetch(e));
+                        break;
+                    }
+                };
+                batch_bytes += chunk.len();
+                batch.push(chunk);
+                if batch_bytes >= CHUNK {
+                    batch_bytes = 0;
+                    if batches.send(std::mem::take(&mut batch)).await.is_err() {
+                        break;
+                    }
                 }
             }
-            out.write_all(&buffer).await.map_err(io)?;
+            if !batch.is_empty() {
+                let _ = batches.send(batch).await;
+            }
+            drop(batches);
+            let written = sink.await.map_err(|e| FetchError::Fetch {
+                uri: uri.to_string(),
+                message: e.to_string(),
+            })?;
+            let (hasher, offset) = written.map_err(io)?;
+            // What arrived before a failure is on disk: the next attempt resumes after it.
+            return match failed {
+                Some(e) => Err(e),
+                None => Ok((hasher, offset)),
+            };
         } else if uri.contains("://") && !uri.starts_with("file://") {
             return Err(FetchError::Unsupported(uri.to_string()));
         } else {
@@ -250,6 +280,29 @@ impl Cache {
         let artifacts = state.artifacts().unwrap_or_default();
         (artifacts.iter().map(|(_, r)| r.size).sum(), artifacts.len())
     }
+}
+
+/// Hashes and appends every batch of chunks received to `file`, then syncs it: (the hash,
+/// the bytes in the file).
+fn hash_and_write<C: AsRef<[u8]>>(
+    mut received: tokio::sync::mpsc::Receiver<Vec<C>>,
+    file: std::fs::File,
+    mut hasher: Sha256,
+    mut size: u64,
+) -> std::io::Result<(Sha256, u64)> {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::with_capacity(CHUNK, file);
+    while let Some(batch) = received.blocking_recv() {
+        for chunk in &batch {
+            let chunk = chunk.as_ref();
+            hasher.update(chunk);
+            out.write_all(chunk)?;
+            size += chunk.len() as u64;
+        }
+    }
+    let file = out.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    Ok((hasher, size))
 }
 
 fn hex_of(digest: &str) -> Result<String, FetchError> {

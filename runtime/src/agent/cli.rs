@@ -34,6 +34,12 @@ pub struct AgentArgs {
     /// Address of the HTTP API.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7443")]
     pub listen: SocketAddr,
+    /// PEM certificate chain (leaf first) to serve the API over TLS; needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// File holding the bearer token API callers must present.
     #[arg(long, value_name = "FILE")]
     pub token_file: PathBuf,
@@ -120,6 +126,16 @@ pub fn agent(args: AgentArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
             return Ok(Exit::Trouble);
         }
     };
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => match super::tls::server_config(cert, key) {
+            Ok(config) => Some(config),
+            Err(e) => {
+                ui.problem(&e, Some("--tls-cert and --tls-key take PEM files"))?;
+                return Ok(Exit::Trouble);
+            }
+        },
+        _ => None,
+    };
     let gpu = match (&args.gpu_samples, args.no_gpu) {
         (Some(path), _) => GpuChoice::Recorded(path.clone()),
         (None, true) => GpuChoice::Off,
@@ -159,12 +175,25 @@ pub fn agent(args: AgentArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
             }
         };
         let address = listener.local_addr()?;
-        let api = tokio::spawn(super::api::serve(listener, agent.clone(), token));
+        let (api, scheme) = match tls {
+            Some(config) => (
+                tokio::spawn(super::api::serve(
+                    super::tls::TlsListener::new(listener, config),
+                    agent.clone(),
+                    token,
+                )),
+                "https",
+            ),
+            None => (
+                tokio::spawn(super::api::serve(listener, agent.clone(), token)),
+                "http",
+            ),
+        };
         let run = tokio::spawn(agent.clone().run(shutdown_signal()));
         // Give the GPU probe a moment to report what it found.
         tokio::time::sleep(Duration::from_millis(50)).await;
         let gpus = agent.gpus.lock().map(|g| g.clone()).unwrap_or_default();
-        ui.status(&format_args!("agent listening on http://{address}"))?;
+        ui.status(&format_args!("agent listening on {scheme}://{address}"))?;
         match gpus.unavailable {
             Some(reason) => ui.status(&format_args!("gpu: {reason}"))?,
             None => ui.status(&format_args!("gpu: {}", gpus.probe))?,

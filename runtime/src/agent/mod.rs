@@ -18,6 +18,7 @@ pub mod gpu;
 pub mod source;
 pub mod state;
 pub mod supervise;
+pub mod tls;
 
 use crate::bundle::{self, Bundle, BundleWorkload, SignedBundle};
 use ed25519_dalek::VerifyingKey;

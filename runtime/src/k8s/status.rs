@@ -65,9 +65,14 @@ pub struct ClusterStatus {
     pub pending_gpu_pods: Vec<PendingPod>,
 }
 
-/// Prints the status of every kubernetes target of the plan; exit 1 when a cluster could not
-/// be read or a flag is raised.
-pub fn run(ir: &Ir, plan: &Plan, ui: &mut Ui<'_>) -> io::Result<Exit> {
+/// Prints the status of every kubernetes target of the plan, then the edge targets' `edge`;
+/// exit 1 when a cluster or an agent could not be read or a flag is raised.
+pub fn run(
+    ir: &Ir,
+    plan: &Plan,
+    edge: &crate::edge_status::Report,
+    ui: &mut Ui<'_>,
+) -> io::Result<Exit> {
     let rendered = render::render(ir, plan);
     let kubeconfigs = Kubeconfigs::load();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -109,16 +114,19 @@ pub fn run(ir: &Ir, plan: &Plan, ui: &mut Ui<'_>) -> io::Result<Exit> {
         }
         out
     });
-    let flagged = statuses.iter().any(|s| {
-        s.error.is_some()
-            || !s.pending_gpu_pods.is_empty()
-            || s.pools.iter().any(|p| p.flags.contains(&"over_plan"))
-    });
+    let flagged = edge.flagged()
+        || statuses.iter().any(|s| {
+            s.error.is_some()
+                || !s.pending_gpu_pods.is_empty()
+                || s.pools.iter().any(|p| p.flags.contains(&"over_plan"))
+        });
     if ui.output == OutputFormat::Json {
-        let doc = serde_json::json!({ "plan_id": plan.plan_id, "clusters": statuses });
+        let doc =
+            serde_json::json!({ "plan_id": plan.plan_id, "clusters": statuses, "edge": edge });
         writeln!(ui.out, "{doc}")?;
     } else {
         print_human(&statuses, ui)?;
+        edge.print(ui)?;
     }
     Ok(if flagged {
         Exit::ErrorsFound
