@@ -20,8 +20,12 @@ struct Client {
 }
 
 impl Client {
+    /// Starts `berth lsp`: the binary cargo built for this test, or the one `BERTH_BIN`
+    /// names (the benchmark measures a release build that way).
     fn start(env: &[(&str, &str)]) -> Client {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_berth"))
+        let binary =
+            std::env::var_os("BERTH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_berth").into());
+        let mut child = Command::new(binary)
             .arg("lsp")
             .envs(env.iter().copied())
             .stdin(Stdio::piped())
@@ -228,12 +232,31 @@ fn a_change_in_one_file_updates_diagnostics_of_another() {
     let mut client = Client::start(&[]);
     open(&mut client, &targets, TARGETS);
     assert_eq!(client.diagnostics(&uri(&workloads)), Vec::<Value>::new());
+    // The opened file is published after the others.
+    assert_eq!(client.diagnostics(&uri(&targets)), Vec::<Value>::new());
+    client.pending.clear();
+    // An edit that changes no diagnostics republishes only the edited file; the answer to
+    // a request sent behind it comes after every publication of the edit.
+    let commented = format!("// edited\n{TARGETS}");
+    change(&mut client, &targets, 2, json!([{"text": commented}]));
+    client.request(
+        "textDocument/documentSymbol",
+        json!({"textDocument": {"uri": uri(&targets)}}),
+    );
+    let published: Vec<&str> = client
+        .pending
+        .iter()
+        .filter(|m| m["method"] == "textDocument/publishDiagnostics")
+        .map(|m| m["params"]["uri"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(published, vec![uri(&targets).as_str()]);
+    client.pending.clear();
     // Renaming the target breaks the placement in workloads.berth.
     let renamed = TARGETS.replace("target hpc", "target hpc2");
-    change(&mut client, &targets, 2, json!([{"text": renamed}]));
+    change(&mut client, &targets, 3, json!([{"text": renamed}]));
     let diags = client.diagnostics(&uri(&workloads));
     assert!(diags.iter().any(|d| d["code"] == "E0201"), "{diags:#?}");
-    change(&mut client, &targets, 3, json!([{"text": TARGETS}]));
+    change(&mut client, &targets, 4, json!([{"text": TARGETS}]));
     assert_eq!(client.diagnostics(&uri(&workloads)), Vec::<Value>::new());
     client.shutdown();
 }
@@ -385,6 +408,48 @@ fn hover_definition_references_and_completion() {
         .map(|c| c["label"].as_str().unwrap_or(""))
         .collect();
     assert_eq!(labels, vec!["service", "batch", "notebook", "agent"]);
+    // Enumeration members are announced as such (LSP `CompletionItemKind.EnumMember`).
+    assert_eq!(r["result"][0]["kind"], 20, "{r}");
+    client.shutdown();
+}
+
+#[test]
+fn semantic_tokens_are_encoded_relative_to_the_previous_token() {
+    let (_dir, _targets, workloads) = spec_dir();
+    let mut client = Client::start(&[]);
+    open(&mut client, &workloads, WORKLOADS);
+    let r = client.request(
+        "textDocument/semanticTokens/full",
+        json!({"textDocument": {"uri": uri(&workloads)}}),
+    );
+    let data: Vec<u64> = r["result"]["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    // Decode (delta line, delta start, length, type, modifiers) into absolute positions.
+    let (mut line, mut start) = (0, 0);
+    let mut tokens = Vec::new();
+    for t in data.chunks(5) {
+        if t[0] > 0 {
+            start = 0;
+        }
+        line += t[0];
+        start += t[1];
+        tokens.push((line, start, t[2], t[3]));
+    }
+    // The legend: keyword, definition, property, number, string, comment, operator.
+    let (keyword, definition, property, comment) = (0, 1, 2, 5);
+    for expected in [
+        (0, 0, 3, keyword),    // `use`
+        (2, 0, 36, comment),   // the doc comment: 36 UTF-16 units (37 bytes, for `ü`)
+        (3, 0, 8, keyword),    // `workload`
+        (3, 9, 7, definition), // `scoring`
+        (10, 2, 8, property),  // `replicas`
+    ] {
+        assert!(tokens.contains(&expected), "{expected:?} in {tokens:?}");
+    }
     client.shutdown();
 }
 
@@ -427,8 +492,10 @@ fn formatting_symbols_and_quick_fixes() {
 }
 
 /// Issue 7's benchmark: a 5,000-line spec in 10 files; medians over 50 one-line edits of the
-/// time to diagnostics of every file, and of completion and hover. Run with
-/// `cargo test -p berth-runtime --test lsp -- --ignored --nocapture lsp_latency`.
+/// time to diagnostics of every file (the edited file's publication comes last), and of
+/// completion and hover. Run with
+/// `cargo test -p berth-runtime --test lsp -- --ignored --nocapture lsp_latency`; set
+/// `BERTH_BIN` to measure another binary (a release build).
 #[test]
 #[ignore = "benchmark: run by hand, figures in docs/performance.md"]
 fn lsp_latency() {
@@ -453,11 +520,12 @@ fn lsp_latency() {
     }
     eprintln!("{lines} lines in {} files", paths.len());
     let edited = paths[5].clone();
-    let last = paths.last().cloned().expect("paths");
     let text = std::fs::read_to_string(&edited).expect("read");
     let mut client = Client::start(&[]);
     open(&mut client, &edited, &text);
-    client.diagnostics(&uri(&last));
+    // Every file is published once; the opened one last.
+    client.diagnostics(&uri(&edited));
+    client.pending.clear();
     let median = |mut v: Vec<Duration>| {
         v.sort();
         v[v.len() / 2]
@@ -466,12 +534,11 @@ fn lsp_latency() {
     for v in 0..50 {
         // Edit the `replicas` value of one workload (one line), alternating 1 and 2.
         let edit = json!([{"range": {"start": {"line": 10, "character": 13}, "end": {"line": 10, "character": 14}}, "text": format!("{}", 1 + v % 2)}]);
+        // The edited file is published last, once every file's diagnostics are current.
         let t = Instant::now();
         change(&mut client, &edited, v + 2, edit);
-        let d = client.diagnostics(&uri(&last));
-        diags.push(t.elapsed());
-        assert!(d.is_empty(), "{d:?}");
         let d = client.diagnostics(&uri(&edited));
+        diags.push(t.elapsed());
         assert!(d.is_empty(), "{d:?}");
         let t = Instant::now();
         let r = client.request("textDocument/completion", position(&edited, 6, 13));
@@ -492,7 +559,20 @@ fn lsp_latency() {
         median(completion),
         median(hover)
     );
+    if let Some(cpu) = cpu_time(client.child.id()) {
+        eprintln!("server CPU time (user + system) over the whole run: {cpu:?}");
+    }
     client.shutdown();
+}
+
+/// The CPU time process `pid` has used so far, from `/proc` (Linux only; `None` elsewhere).
+fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command (which may hold spaces) in parentheses; utime and stime
+    // are fields 14 and 15, in clock ticks (100 per second on Linux).
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
 }
 
 /// A workload hover runs the planner on a thread of its own: an edit sent right behind it is

@@ -1,3 +1,8 @@
+//! Queries on whole specs and protocol-free properties: the outline, quick fixes, semantic
+//! token classes, queries over the real examples, and no panic at any offset of any prefix.
+//! Hover, definition, references and completion at a cursor are data: one file per case
+//! under `compiler/tests/data/ide/` (see `compiler/tests/ide.rs`).
+
 use super::*;
 
 const TARGETS: &str = "use std.gpu.{H100}\n\n/// The main cluster.\ntarget hpc {\n  class        = datacenter\n  runtime      = kubernetes { context = \"c\"  namespace = \"ml\" }\n  region       = \"eu\"\n  connectivity = connected\n  cpu    = 64\n  memory = 512GiB\n  pool h100 {\n    accelerator = H100\n    count       = 4\n  }\n  services = {}\n  cost     = { gpu_hour: 2.40 }\n}\n";
@@ -24,126 +29,6 @@ const W: FileId = FileId(1);
 fn the_example_spec_is_clean() {
     let a = spec();
     assert!(a.diagnostics().is_empty(), "{:#?}", a.diagnostics());
-}
-
-#[test]
-fn hover_on_a_field_shows_type_and_doc() {
-    let a = spec();
-    let h = a
-        .hover(W, at(WORKLOADS, "replicas", 0, 2), None)
-        .expect("hover");
-    assert!(
-        h.markdown.starts_with("**replicas**: a whole number"),
-        "{}",
-        h.markdown
-    );
-    assert_eq!(&WORKLOADS[h.span.range()], "replicas");
-}
-
-#[test]
-fn hover_on_an_accelerator_shows_its_facts() {
-    let a = spec();
-    let h = a
-        .hover(W, at(WORKLOADS, "[H100]", 0, 2), None)
-        .expect("hover");
-    assert!(h.markdown.contains("family: `hopper`"), "{}", h.markdown);
-    assert!(h.markdown.contains("memory: 80GB"), "{}", h.markdown);
-    assert!(h.markdown.contains("(from `std.gpu`)"), "{}", h.markdown);
-}
-
-#[test]
-fn hover_on_an_enum_member_and_a_doc_comment() {
-    let a = spec();
-    let h = a
-        .hover(W, at(WORKLOADS, "production", 0, 1), None)
-        .expect("hover");
-    assert!(h.markdown.contains("workload class"), "{}", h.markdown);
-    let h = a
-        .hover(W, at(WORKLOADS, "scoring", 0, 1), None)
-        .expect("hover");
-    assert!(h.markdown.contains("Scores payments."), "{}", h.markdown);
-}
-
-#[test]
-fn hover_on_a_workload_explains_its_placement() {
-    let a = spec();
-    let at_time: Timestamp = "2026-12-02T10:00:00Z".parse().expect("time");
-    let h = a
-        .hover(W, at(WORKLOADS, "scoring", 0, 1), Some(at_time))
-        .expect("hover");
-    assert!(h.markdown.contains("placed, 1 replica"), "{}", h.markdown);
-    assert!(
-        h.markdown.contains("on `hpc`, pool `h100` (H100)"),
-        "{}",
-        h.markdown
-    );
-}
-
-#[test]
-fn definition_crosses_files_and_reaches_the_stdlib() {
-    let a = spec();
-    let def = a
-        .definition(W, at(WORKLOADS, "[hpc]", 0, 2))
-        .expect("definition");
-    assert_eq!(def.file, T);
-    assert_eq!(&TARGETS[def.range()], "hpc");
-    let def = a
-        .definition(W, at(WORKLOADS, "[H100]", 0, 2))
-        .expect("definition");
-    let std = stdlib::file(def.file).expect("a std file");
-    assert_eq!(std.module, "std.gpu");
-    assert_eq!(&std.text[def.range()], "H100");
-    // From the `use` item itself.
-    let from_use = a.definition(W, at(WORKLOADS, "H100", 0, 1));
-    assert_eq!(from_use, Some(def));
-}
-
-#[test]
-fn references_find_every_use() {
-    let a = spec();
-    let refs = a.references(W, at(WORKLOADS, "scoring", 1, 0));
-    let files: Vec<(u32, &str)> = refs
-        .iter()
-        .map(|s| (s.file.0, &WORKLOADS[s.range()]))
-        .collect();
-    assert_eq!(files, vec![(1, "scoring"), (1, "scoring")]);
-    let refs = a.references(T, at(TARGETS, "hpc", 0, 1));
-    assert_eq!(refs.len(), 2, "{refs:?}");
-}
-
-#[test]
-fn completion_offers_fields_enum_members_and_names() {
-    let mut map = SourceMap::new();
-    map.add("s/t.berth", TARGETS);
-    let text = "workload w {\n  kind = \n  \n}\n";
-    map.add("s/w.berth", text);
-    let a = Analysis::new(map);
-    let kind_value = at(text, "= ", 0, 2);
-    let labels = |c: Vec<Completion>| c.into_iter().map(|c| c.label).collect::<Vec<_>>();
-    let got = labels(a.completions(W, kind_value, "  kind = "));
-    assert_eq!(got, vec!["service", "batch", "notebook", "agent"]);
-    let empty_line = at(text, "\n  \n", 0, 3);
-    let got = a.completions(W, empty_line, "  ");
-    assert!(
-        got.iter()
-            .any(|c| c.label == "replicas" && c.kind == CompletionKind::Field)
-    );
-    let acc = a.completions(W, kind_value, "  accelerators = [");
-    assert!(labels(acc).contains(&"H100".to_string()));
-}
-
-#[test]
-fn completion_of_target_references_in_a_placement() {
-    let mut map = SourceMap::new();
-    map.add("s/t.berth", TARGETS);
-    let text = "placement w {\n  targets = [h]\n}\n";
-    map.add("s/w.berth", text);
-    let a = Analysis::new(map);
-    let got = a.completions(W, at(text, "[h", 0, 2), "  targets = [h");
-    assert_eq!(
-        got.iter().map(|c| c.label.as_str()).collect::<Vec<_>>(),
-        vec!["hpc"]
-    );
 }
 
 #[test]

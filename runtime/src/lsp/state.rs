@@ -1,5 +1,7 @@
 //! The server's state: open documents (which overlay the files on disk), and one compiled
-//! spec per directory, recompiled after every change and published in full.
+//! spec per directory, recompiled after every change. Diagnostics are published for the
+//! changed file and for every other file whose diagnostics changed (a client keeps the last
+//! publication of a file, so republishing an unchanged one only costs time).
 
 use super::convert;
 use berth_compiler::ide::Analysis;
@@ -39,9 +41,10 @@ pub struct Server {
     pub open: BTreeMap<PathBuf, String>,
     /// Compiled specs, by directory.
     specs: BTreeMap<PathBuf, Spec>,
-    /// The files of each directory that were last published with diagnostics, so that a
-    /// file which left the spec (deleted, closed and unsaved) is cleared.
-    published: BTreeMap<PathBuf, BTreeSet<PathBuf>>,
+    /// What was last published for each file, by directory: a file is published again only
+    /// when its diagnostics change, and a file which left the spec (deleted, closed and
+    /// unsaved) is cleared.
+    published: BTreeMap<PathBuf, BTreeMap<PathBuf, Vec<lsp::Diagnostic>>>,
     /// Serves queries on standard-library documents.
     std_only: Option<Analysis>,
 }
@@ -119,42 +122,33 @@ impl Server {
         }
     }
 
-    /// Recompiles the spec of `path`'s directory and publishes diagnostics for every file
-    /// of it, clearing files that are clean or left it.
+    /// Recompiles the spec of `path`'s directory and publishes the diagnostics of every
+    /// file of it that changed, clearing files that left it. `path` itself is always
+    /// published, last: once its publication arrives, every file's diagnostics are current.
     pub fn changed(&mut self, path: &Path) {
         let Some(dir) = path.parent().map(Path::to_path_buf) else {
             return;
         };
         let spec = self.compile(&dir);
-        let mut by_file: BTreeMap<FileId, Vec<lsp::Diagnostic>> = BTreeMap::new();
-        let locate = |id: FileId| {
-            let f = spec.file(id)?;
-            Some((
-                convert::path_to_uri(spec.paths.get(id.0 as usize)?),
-                f.clone(),
-            ))
-        };
-        for d in spec.analysis.diagnostics() {
-            let id = d.primary.span.file;
-            if let Some(file) = spec.file(id) {
-                by_file
-                    .entry(id)
-                    .or_default()
-                    .push(convert::diagnostic(d, file, &locate));
+        let now = diagnostics_by_path(&spec);
+        let before = self.published.remove(&dir).unwrap_or_default();
+        for (gone, diagnostics) in &before {
+            if gone != path && !now.contains_key(gone) && !diagnostics.is_empty() {
+                self.publish(gone, Vec::new());
             }
         }
-        let now: BTreeSet<PathBuf> = spec.paths.iter().cloned().collect();
-        let before = self
-            .published
-            .insert(dir.clone(), now.clone())
-            .unwrap_or_default();
-        for gone in before.difference(&now) {
-            self.publish(gone, Vec::new());
+        let others = now.iter().filter(|(p, _)| p.as_path() != path);
+        for (p, diagnostics) in others {
+            if before.get(p) != Some(diagnostics) {
+                self.publish(p, diagnostics.clone());
+            }
         }
-        for (i, p) in spec.paths.iter().enumerate() {
-            let diags = by_file.remove(&FileId(i as u32)).unwrap_or_default();
-            self.publish(p, diags);
+        if let Some(diagnostics) = now.get(path) {
+            self.publish(path, diagnostics.clone());
+        } else if before.contains_key(path) {
+            self.publish(path, Vec::new());
         }
+        self.published.insert(dir.clone(), now);
         self.specs.insert(dir, spec);
     }
 
@@ -168,4 +162,26 @@ impl Server {
         // A closed channel means the client is gone; the main loop ends by itself.
         let _ = self.sender.send(n.into());
     }
+}
+
+/// The protocol diagnostics of every file of `spec` (an empty list for a clean file).
+fn diagnostics_by_path(spec: &Spec) -> BTreeMap<PathBuf, Vec<lsp::Diagnostic>> {
+    let locate = |id: FileId| {
+        let f = spec.file(id)?;
+        Some((
+            convert::path_to_uri(spec.paths.get(id.0 as usize)?),
+            f.clone(),
+        ))
+    };
+    let mut by_path: BTreeMap<PathBuf, Vec<lsp::Diagnostic>> =
+        spec.paths.iter().map(|p| (p.clone(), Vec::new())).collect();
+    for d in spec.analysis.diagnostics() {
+        let id = d.primary.span.file;
+        if let (Some(file), Some(path)) = (spec.file(id), spec.paths.get(id.0 as usize))
+            && let Some(list) = by_path.get_mut(path)
+        {
+            list.push(convert::diagnostic(d, file, &locate));
+        }
+    }
+    by_path
 }
