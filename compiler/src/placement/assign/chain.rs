@@ -130,7 +130,10 @@ impl Assigner<'_> {
         root: WorkloadClass,
         visited: &mut BTreeSet<Key>,
     ) -> bool {
-        if self.out.cap_block(self.ir, self.policy, w).is_some() {
+        // A trade may already have put an unplaced replica back while filling the room.
+        if self.out.placed(w) >= self.ir.workloads[w].replicas
+            || self.out.cap_block(self.ir, self.policy, w).is_some()
+        {
             return false;
         }
         if let Some(i) = self.choose(w, &mut 0, usize::MAX) {
