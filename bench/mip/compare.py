@@ -21,7 +21,13 @@ effect); `per_target(n)` and `per_region(n)` spread; isolation (two isolated wor
 share a pool). Berth's own answer is checked against the same constraints first, so an export
 that missed a constraint berth respects would show up as a violation.
 
+Each instance also answers the issue's question literally: did the MIP place every replica,
+and did berth? (Instances exported with a `pN` level are cut to be placeable; see
+`compiler/examples/mip_instances.rs`.)
+
 Usage: compare.py INSTANCE_DIR [--time-limit SECONDS] [--csv FILE]
+       compare.py INSTANCE_DIR --write-counts DIR   (per instance, the replicas per workload the
+                                                     MIP places, for cutting placeable instances)
 """
 
 import argparse
@@ -184,7 +190,7 @@ def evaluate(model, x):
     return values
 
 
-def solve(model, time_limit, counts=None):
+def solve(model, time_limit, counts=None, stop_after=None):
     """Lexicographic MIP; returns (stage values, x, seconds, status).
 
     With `counts` (replicas per workload), every workload places exactly that many: the
@@ -224,6 +230,8 @@ def solve(model, time_limit, counts=None):
     status = "optimal"
     x = np.zeros(model.n_x)
     for k, coefs in enumerate(stages):
+        if stop_after is not None and k >= stop_after:
+            break
         full = np.array(list(coefs) + [0.0] * len(model.binaries))
         if (k > 0 and not np.any(full)) or (counts is not None and k < FALLBACK):
             continue
@@ -262,12 +270,16 @@ def main():
     ap.add_argument("dir")
     ap.add_argument("--time-limit", type=float, default=300.0)
     ap.add_argument("--csv")
+    ap.add_argument("--write-counts")
     args = ap.parse_args()
     files = sorted(glob.glob(os.path.join(args.dir, "*.json")),
                    key=lambda f: (len(f), f))
-    print("instance  options  replicas  unplaced P/S/D/E berth | MIP  berth $/day  "
-          "same-placement optimum $/day  gap %  full optimum $/day  berth ms  HiGHS ms  ratio  "
-          "notes")
+    if args.write_counts:
+        write_counts(files, args.write_counts, args.time_limit)
+        return
+    print("instance  options  replicas  unplaced P/S/D/E berth | MIP  all placed berth | MIP  "
+          "berth $/day  same-placement optimum $/day  gap %  full optimum $/day  berth ms  "
+          "HiGHS ms  ratio  notes")
     rows = []
     for f in files:
         inst = json.load(open(f))
@@ -288,6 +300,9 @@ def main():
             notes.append(f"HiGHS: {status}/{s_status}")
         # Worse at the first class that differs: berth left out a replica the MIP placed.
         miss = bu > mu
+        mip_all, berth_all = sum(mu) == 0, sum(bu) == 0
+        if mip_all and not berth_all:
+            notes.append("INFEASIBLE-WHERE-MIP-PLACES-ALL")
         if miss:
             notes.append("MISS")
         if not same(b, s_):
@@ -301,12 +316,14 @@ def main():
             "instance": os.path.basename(f)[:-5],
             "workloads": inst["workloads_n"], "targets": inst["targets_n"],
             "seed": inst["seed"], "capacity": inst["capacity_percent"],
+            "placeable": bool(inst.get("placeable", False)),
             "options": model.n_x,
             "replicas": sum(wl["replicas"] for wl in inst["workloads"]),
             "berth_unplaced": "/".join(map(str, bu)), "mip_unplaced": "/".join(map(str, mu)),
             "berth_cost": b[COST], "same_placement_cost": s_[COST], "gap_percent": gap,
             "mip_cost": m[COST], "full_gap_percent": full_gap,
             "comparable": same(b, s_), "miss": miss,
+            "mip_all": mip_all, "berth_all": berth_all,
             "berth_assign_ms": berth_ms, "berth_solve_ms": inst["berth_solve_ms"],
             "highs_ms": highs_ms, "status": status,
         }
@@ -314,6 +331,7 @@ def main():
         print("  ".join([
             row["instance"], str(model.n_x), str(row["replicas"]),
             f"{row['berth_unplaced']} | {row['mip_unplaced']}",
+            f"{yes(berth_all)} | {yes(mip_all)}",
             f"{b[COST]:.2f}", f"{s_[COST]:.2f}", f"{gap:.2f}", f"{m[COST]:.2f}",
             f"{berth_ms:.2f}", f"{highs_ms:.0f}", f"{highs_ms / max(berth_ms, 1e-3):.0f}x",
             " ".join(notes),
@@ -324,6 +342,29 @@ def main():
             wr.writeheader()
             wr.writerows(rows)
     summarise(rows)
+
+
+def write_counts(files, out, time_limit):
+    """Per placeable instance, the replicas per workload of the MIP's placement optimum."""
+    os.makedirs(out, exist_ok=True)
+    for f in files:
+        inst = json.load(open(f))
+        if not inst.get("placeable"):
+            continue
+        model = Model(inst)
+        _, x, _, status = solve(model, time_limit, stop_after=FALLBACK)
+        if status != "optimal":
+            print(f"{f}: HiGHS {status}; counts not written", file=sys.stderr)
+            continue
+        counts = [0] * len(inst["workloads"])
+        for c, (w, _) in enumerate(model.cols):
+            counts[w] += int(x[c])
+        with open(os.path.join(out, os.path.basename(f)), "w") as fh:
+            json.dump(counts, fh)
+
+
+def yes(flag):
+    return "yes" if flag else "no"
 
 
 def same(a, b):
@@ -346,18 +387,24 @@ def summarise(rows):
           f"placed (lexicographically by class): {len(misses)}")
     groups = {}
     for r in rows:
-        groups.setdefault((r["workloads"], r["targets"], r["capacity"]), []).append(r)
-    print("size (w x t @capacity)  n  median gap %  max gap %  misses  "
+        key = (r["workloads"], r["targets"], r["placeable"], r["capacity"])
+        groups.setdefault(key, []).append(r)
+    print("size (w x t @capacity)  n  median gap %  max gap %  misses  MIP all  berth all  "
           "median berth ms  median HiGHS ms  median ratio")
     for key in sorted(groups):
         g = groups[key]
         gaps = [r["gap_percent"] for r in g]
         ratio = [r["highs_ms"] / max(r["berth_assign_ms"], 1e-3) for r in g]
-        print(f"{key[0]}x{key[1]} @{key[2]}%  {len(g)}  {statistics.median(gaps):.2f}  "
+        level = ("p" if key[2] else "") + str(key[3])
+        print(f"{key[0]}x{key[1]} @{level}%  {len(g)}  {statistics.median(gaps):.2f}  "
               f"{max(gaps):.2f}  {sum(r['miss'] for r in g)}  "
+              f"{sum(r['mip_all'] for r in g)}  {sum(r['mip_all'] and r['berth_all'] for r in g)}  "
               f"{statistics.median(r['berth_assign_ms'] for r in g):.2f}  "
               f"{statistics.median(r['highs_ms'] for r in g):.0f}  "
               f"{statistics.median(ratio):.0f}x")
+    all_mip = [r for r in rows if r["mip_all"]]
+    print(f"the MIP placed every replica in {len(all_mip)} instances; berth did too in "
+          f"{sum(r['berth_all'] for r in all_mip)}")
     gaps = [r["gap_percent"] for r in rows]
     print(f"gap to the same-placement optimum: median {statistics.median(gaps):.2f}%, "
           f"mean {statistics.mean(gaps):.2f}%, max {max(gaps):.2f}%")

@@ -1,11 +1,12 @@
 #!/bin/sh
 # berth's placement against an exact MIP (HiGHS): exports the instances, then compares.
 # Usage: bench/mip/run.sh [SIZES] [SEEDS] [CAPACITY%]   (defaults below; see docs/performance.md)
+# A level pN is a placeable instance: exported, solved for what the MIP places, cut to that.
 set -eu
 cd "$(dirname "$0")/../.."
 SIZES=${1:-50x10,100x20,200x30,500x50}
 SEEDS=${2:-1-3}
-LEVELS=${3:-100,50,30}
+LEVELS=${3:-100,50,30,p100,p50}
 VENV=target/mip-venv
 OUT=target/mip-instances
 if [ ! -x "$VENV/bin/python" ]; then
@@ -14,5 +15,14 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 cargo build --profile bench -p berth-compiler --example mip_instances
 rm -rf "$OUT"
-target/release/examples/mip_instances "$OUT" "$SIZES" "$SEEDS" "$LEVELS" >/dev/null
+EXPORT=target/release/examples/mip_instances
+case "$LEVELS" in
+*p*)
+    PLACEABLE=$(echo "$LEVELS" | tr ',' '\n' | grep '^p' | paste -sd, -)
+    rm -rf "$OUT-uncut" "$OUT-counts"
+    "$EXPORT" "$OUT-uncut" "$SIZES" "$SEEDS" "$PLACEABLE" >/dev/null
+    "$VENV/bin/python" bench/mip/compare.py "$OUT-uncut" --write-counts "$OUT-counts"
+    ;;
+esac
+"$EXPORT" "$OUT" "$SIZES" "$SEEDS" "$LEVELS" "$OUT-counts" >/dev/null
 "$VENV/bin/python" bench/mip/compare.py "$OUT" --csv target/mip-results.csv

@@ -11,7 +11,20 @@
 //!
 //! ```sh
 //! cargo run --release -p berth-compiler --example mip_instances -- OUT_DIR [SIZES] [SEEDS] [CAPACITY%]
-//! # SIZES like 50x10,100x20 ; SEEDS like 1-5 ; CAPACITY% like 100,50,30
+//! # SIZES like 50x10,100x20 ; SEEDS like 1-5 ; CAPACITY% like 100,50,30,p100,p50
+//! ```
+//!
+//! A level written `pN` is a *placeable* instance: the same estate with N% of every capacity
+//! (GPU pools, CPU and memory per target, quotas, entitlement caps and window limits), every
+//! workload's replicas cut to what it could place alone (none without a permitted option, no
+//! more than its spread and caps allow), so that an exact solver can usually place every
+//! replica and the question "does berth place everything when that is possible?" is asked
+//! literally. Given COUNTS_DIR (what `compare.py --write-counts` wrote for the same instances),
+//! each workload of a placeable instance is then cut to the replicas the exact solver placed,
+//! which makes the instance placeable in full by construction.
+//!
+//! ```sh
+//! cargo run --release -p berth-compiler --example mip_instances -- OUT_DIR SIZES SEEDS p100 COUNTS_DIR
 //! ```
 
 use berth_compiler::ir::testkit::{EstateShape, estate};
@@ -34,25 +47,128 @@ fn main() {
             .map_or("50x10,100x20,200x30,500x50", String::as_str),
     );
     let seeds = parse_range(args.get(2).map_or("1-5", String::as_str));
-    let levels: Vec<u32> = args
+    let levels: Vec<Level> = args
         .get(3)
         .map_or("100,50,30", String::as_str)
         .split(',')
-        .filter_map(|x| x.parse().ok())
+        .filter_map(Level::parse)
         .collect();
+    let counts_dir = args.get(4);
     std::fs::create_dir_all(out).expect("create output directory");
     let at: jiff::Timestamp = "2025-06-04T10:00:00Z".parse().expect("instant");
     for &(workloads, targets) in &sizes {
         for &seed in &seeds {
-            for &capacity in &levels {
+            for level in &levels {
                 let mut ir = estate(seed, EstateShape { workloads, targets });
-                scale_gpu_capacity(&mut ir, capacity);
-                let doc = instance(&ir, at, seed, capacity);
-                let name = format!("{out}/w{workloads}_t{targets}_s{seed}_c{capacity}.json");
+                scale_gpu_capacity(&mut ir, level.capacity);
+                if level.placeable {
+                    scale_other_capacity(&mut ir, level.capacity);
+                    trim_to_placeable(&mut ir, at);
+                }
+                let file = format!("w{workloads}_t{targets}_s{seed}_c{}.json", level.tag());
+                if let Some(dir) = counts_dir.filter(|_| level.placeable) {
+                    cut_to_counts(&mut ir, &format!("{dir}/{file}"));
+                }
+                let doc = instance(&ir, at, seed, level);
+                let name = format!("{out}/{file}");
                 std::fs::write(&name, serde_json::to_vec(&doc).expect("json")).expect("write");
                 println!("{name}");
             }
         }
+    }
+}
+
+/// A capacity level: `N` (percent) or `pN` (placeable, see the module docs).
+struct Level {
+    capacity: u32,
+    placeable: bool,
+}
+
+impl Level {
+    fn parse(s: &str) -> Option<Level> {
+        let (placeable, n) = match s.strip_prefix('p') {
+            Some(n) => (true, n),
+            None => (false, s),
+        };
+        Some(Level {
+            capacity: n.parse().ok()?,
+            placeable,
+        })
+    }
+
+    fn tag(&self) -> String {
+        format!("{}{}", if self.placeable { "p" } else { "" }, self.capacity)
+    }
+}
+
+/// Cuts every workload's replicas to what it could place alone: none without an option, at
+/// most `per_target(n)` × its targets and `per_region(n)` × its regions, at most what each of
+/// its caps holds. Whether all of them fit together is left to the solvers.
+fn trim_to_placeable(ir: &mut Ir, at: jiff::Timestamp) {
+    let index = EstateIndex::build(ir);
+    let mut matrix = EligibilityMatrix::compute(ir, &index);
+    let policy = PolicyContext::new(ir, at);
+    policy.apply(ir, &index, &mut matrix);
+    let options = assign::build_options(ir, &index, &matrix, &policy);
+    for (w, opts) in options.iter().enumerate() {
+        let mut targets: Vec<u32> = opts.iter().map(|o| o.target).collect();
+        targets.sort_unstable();
+        targets.dedup();
+        let mut regions: Vec<u32> = targets.iter().map(|&t| index.region[t as usize]).collect();
+        regions.sort_unstable();
+        regions.dedup();
+        let units = u64::from(gpu_units(&ir.workloads[w]));
+        let placement = &ir.workloads[w].placement;
+        let mut most = u64::from(ir.workloads[w].replicas);
+        if let Some(n) = placement.per_target {
+            most = most.min(u64::from(n) * targets.len() as u64);
+        }
+        if let Some(n) = placement.per_region {
+            most = most.min(u64::from(n) * regions.len() as u64);
+        }
+        for &c in &policy.workload_caps[w] {
+            if let Some(fit) = policy.caps[c as usize].max.checked_div(units) {
+                most = most.min(fit);
+            }
+        }
+        if opts.is_empty() {
+            most = 0;
+        }
+        ir.workloads[w].replicas = most as u32;
+    }
+}
+
+/// Sets every workload's replicas to the count the exact solver placed (a JSON list, one
+/// number per workload).
+fn cut_to_counts(ir: &mut Ir, path: &str) {
+    let Ok(text) = std::fs::read(path) else {
+        eprintln!("{path}: no counts (the MIP did not solve it); left uncut");
+        return;
+    };
+    let counts: Vec<u32> = serde_json::from_slice(&text).expect("counts: a list of numbers");
+    assert_eq!(counts.len(), ir.workloads.len(), "counts for {path}");
+    for (w, n) in ir.workloads.iter_mut().zip(counts) {
+        w.replicas = n;
+    }
+}
+
+/// For placeable levels: CPU and memory per target and every GPU cap at `percent`% too.
+fn scale_other_capacity(ir: &mut Ir, percent: u32) {
+    let scale = |x: u64| x * u64::from(percent) / 100;
+    for t in &mut ir.targets {
+        t.cpu_millis = scale(t.cpu_millis);
+        t.memory = scale(t.memory);
+    }
+    let scale32 = |x: u32| scale(u64::from(x)).min(u64::from(u32::MAX)) as u32;
+    let policy = &mut ir.policy;
+    for q in &mut policy.quotas {
+        q.max_gpu = scale32(q.max_gpu);
+    }
+    for e in &mut policy.entitlements {
+        e.max_gpu = e.max_gpu.map(scale32);
+    }
+    for l in &mut policy.limits {
+        l.max_gpu = scale32(l.max_gpu);
     }
 }
 
@@ -65,7 +181,7 @@ fn scale_gpu_capacity(ir: &mut Ir, percent: u32) {
     }
 }
 
-fn instance(ir: &Ir, at: jiff::Timestamp, seed: u64, capacity: u32) -> Value {
+fn instance(ir: &Ir, at: jiff::Timestamp, seed: u64, level: &Level) -> Value {
     // The stages exactly as `placement::solve` runs them, timed.
     let t = Instant::now();
     let index = EstateIndex::build(ir);
@@ -88,7 +204,8 @@ fn instance(ir: &Ir, at: jiff::Timestamp, seed: u64, capacity: u32) -> Value {
         "workloads_n": ir.workloads.len(),
         "targets_n": ir.targets.len(),
         "seed": seed,
-        "capacity_percent": capacity,
+        "capacity_percent": level.capacity,
+        "placeable": level.placeable,
         "berth_assign_ms": assign_time.as_secs_f64() * 1e3,
         "berth_solve_ms": (before_assign + assign_time).as_secs_f64() * 1e3,
         "pools": index.pools.iter().map(|p| p.units).collect::<Vec<_>>(),

@@ -30,6 +30,9 @@ use super::index::EstateIndex;
 use super::policy::PolicyContext;
 use crate::ir::{Ir, Money, Preference, WorkloadClass};
 use rayon::prelude::*;
+use std::collections::BTreeSet;
+
+mod chain;
 
 /// Pool index meaning "no GPU pool" (a workload without GPUs).
 pub const NO_POOL: u32 = u32::MAX;
@@ -319,6 +322,8 @@ pub fn assign(
             partners,
         },
         move_budget: 16 * n + 1024,
+        chain_budget: chain::CHAIN_BUDGET_PER_WORKLOAD * n + chain::CHAIN_BUDGET_BASE,
+        journal: Vec::new(),
         scan_budget: SCAN_BUDGET_PER_WORKLOAD * n + SCAN_BUDGET_BASE,
         costs: ir
             .workloads
@@ -354,6 +359,10 @@ struct Assigner<'a> {
     gpu_hour: Vec<i64>,
     /// Per workload, whether it ranks data latency before cost.
     latency_first: Vec<bool>,
+    /// Options the ejection chains and trades may still examine ([`chain`]).
+    chain_budget: usize,
+    /// What the current chain or trade changed, to undo it if it fails.
+    journal: Vec<chain::Step>,
 }
 
 impl Assigner<'_> {
@@ -381,7 +390,7 @@ impl Assigner<'_> {
                 placed |= self.out.placed(w) > before;
             }
         }
-        placed
+        placed | self.trade_all(order)
     }
 
     fn improve_all(&mut self, order: &[u32]) {
@@ -541,9 +550,34 @@ impl Assigner<'_> {
                 .find(|&i| self.make_room(w, i, Room::Repair));
             match freed {
                 Some(i) => self.place(w, i),
+                None if self.chain(w) => {}
                 None => return,
             }
         }
+    }
+
+    /// Places one more replica of `w` through an ejection chain ([`chain`]).
+    fn chain(&mut self, w: usize) -> bool {
+        let class = self.ir.workloads[w].class;
+        let placed = self.insert(w, chain::CHAIN_DEPTH, class, &mut BTreeSet::new());
+        self.journal.clear();
+        placed
+    }
+
+    /// Trades ([`chain`]) for every workload still short, in placement order; true if any
+    /// replica was placed.
+    fn trade_all(&mut self, order: &[u32]) -> bool {
+        let short_on = self.short_on(order);
+        let mut placed = false;
+        for &w in order {
+            let w = w as usize;
+            while self.out.placed(w) < self.ir.workloads[w].replicas && self.trade(w, &short_on) {
+                self.journal.clear();
+                placed = true;
+            }
+            self.journal.clear();
+        }
+        placed
     }
 
     /// Moves replicas of other workloads off the pool or target that blocks option `oi` of
@@ -1023,5 +1057,54 @@ mod tests {
         let (_, a) = run(&ir);
         assert_eq!(targets_of(&ir, &a, 0), vec![("mid".into(), 1)]);
         assert_eq!(targets_of(&ir, &a, 1), vec![("cheap".into(), 1)]);
+    }
+
+    #[test]
+    fn an_ejection_chain_places_what_one_and_two_step_repair_cannot() {
+        // Production `x` sits on `ta` and `y` on `tb` (each the cheapest it has); staging `z`
+        // can only use `ta`. Neither holder can yield to a lower class and neither has a free
+        // option, so one- and two-step repair fail. The chain: `z` onto `ta`, `x` onto `tb`,
+        // `y` onto `tc`.
+        use crate::ir::WorkloadClass::Staging;
+        let ir = IrBuilder::new()
+            .workload("x", |w| w.gpu(1).candidates(&["ta", "tb"]))
+            .workload("y", |w| w.gpu(1).candidates(&["tb", "tc"]))
+            .workload("z", |w| w.gpu(1).class(Staging).candidates(&["ta"]))
+            .target("ta", |t| t.pool("l4", "L4", 1).gpu_hour("1.00"))
+            .target("tb", |t| t.pool("l4", "L4", 1).gpu_hour("2.00"))
+            .target("tc", |t| t.pool("l4", "L4", 1).gpu_hour("3.00"))
+            .build();
+        let (_, a) = run(&ir);
+        assert_eq!(targets_of(&ir, &a, 0), vec![("tb".into(), 1)]);
+        assert_eq!(targets_of(&ir, &a, 1), vec![("tc".into(), 1)]);
+        assert_eq!(targets_of(&ir, &a, 2), vec![("ta".into(), 1)]);
+    }
+
+    #[test]
+    fn a_trade_places_two_small_replicas_instead_of_one_big_one() {
+        // Same class, one 2-GPU pool: `big` (first by name) takes it whole; leaving `big` out
+        // places both replicas of `small`, one replica missing instead of two.
+        let ir = IrBuilder::new()
+            .workload("big", |w| w.gpu(2))
+            .workload("small", |w| w.gpu(1).replicas(2))
+            .target("t", |t| t.pool("l4", "L4", 2).gpu_hour("1.00"))
+            .build();
+        let (_, a) = run(&ir);
+        assert_eq!(targets_of(&ir, &a, 0), vec![]);
+        assert_eq!(targets_of(&ir, &a, 1), vec![("t".into(), 2)]);
+    }
+
+    #[test]
+    fn a_trade_never_costs_a_higher_class() {
+        // `big` is production: two staging replicas are not worth one production replica.
+        use crate::ir::WorkloadClass::Staging;
+        let ir = IrBuilder::new()
+            .workload("big", |w| w.gpu(2))
+            .workload("small", |w| w.gpu(1).replicas(2).class(Staging))
+            .target("t", |t| t.pool("l4", "L4", 2).gpu_hour("1.00"))
+            .build();
+        let (_, a) = run(&ir);
+        assert_eq!(targets_of(&ir, &a, 0), vec![("t".into(), 1)]);
+        assert_eq!(targets_of(&ir, &a, 1), vec![]);
     }
 }
