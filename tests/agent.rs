@@ -937,24 +937,17 @@ fn without_nvml_the_agent_says_so_and_runs() {
     );
 }
 
-#[test]
-fn apply_runs_local_targets_here_and_publishes_edge_bundles() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let root = dir.path();
-    let spec = root.join("spec");
-    std::fs::create_dir_all(&spec).expect("spec dir");
-    let marker = root.join("local.ticks");
-    std::fs::write(
-        spec.join("spec.berth"),
-        format!(
-            r#"workload ticker {{
+/// A spec of one `exec:` workload on a `runtime = local` target of 1 CPU and 1 GiB.
+fn local_spec(name: &str, command: &str, replicas: u32, memory: &str) -> String {
+    format!(
+        r#"workload {name} {{
   release  = "1"
-  image    = "exec:{}"
+  image    = "exec:{command}"
   kind     = service
   class    = development
   identity = service_account("t")
-  replicas = 1
-  resources {{ cpu = 0.1  memory = 16MiB }}
+  replicas = {replicas}
+  resources {{ cpu = 0.1  memory = {memory} }}
 }}
 
 target here {{
@@ -964,9 +957,65 @@ target here {{
   cpu    = 1
   memory = 1GiB
 }}
-"#,
-            ticking(&marker).replace('\'', "")
-        ),
+"#
+    )
+}
+
+/// A plan that places nothing is refused (exit 1, nothing started), and one left short names
+/// each short workload but still runs what fits.
+#[test]
+fn apply_refuses_a_plan_that_places_nothing_and_names_short_workloads() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    let spec = root.join("spec");
+    std::fs::create_dir_all(&spec).expect("spec dir");
+    let write_spec = |replicas: u32, memory: &str| {
+        let text = local_spec("big", "sleep 100", replicas, memory);
+        std::fs::write(spec.join("spec.berth"), text).expect("spec");
+    };
+    let apply = || {
+        Command::new(BERTH)
+            .args(["apply", "--run-for", "0.2", "--state"])
+            .arg(root.join("state"))
+            .arg(&spec)
+            .output()
+            .expect("run")
+    };
+
+    write_spec(1, "64GiB");
+    let out = apply();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("error: the plan places no replica; nothing is applied"),
+        "{err}"
+    );
+    assert!(err.contains("help: `berth explain"), "{err}");
+    assert!(!err.contains("running"), "{err}");
+
+    // 3 × 400 MiB on a 1 GiB target: two fit, the third is named and the two run.
+    write_spec(3, "400MiB");
+    let out = apply();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("warning: `big`: 1 of 3 replica(s) not placed"),
+        "{err}"
+    );
+    assert!(err.contains("running 1 workload(s) here"), "{err}");
+}
+
+#[test]
+fn apply_runs_local_targets_here_and_publishes_edge_bundles() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    let spec = root.join("spec");
+    std::fs::create_dir_all(&spec).expect("spec dir");
+    let marker = root.join("local.ticks");
+    let command = ticking(&marker).replace('\'', "");
+    std::fs::write(
+        spec.join("spec.berth"),
+        local_spec("ticker", &command, 1, "16MiB"),
     )
     .expect("spec");
     let out = Command::new(BERTH)

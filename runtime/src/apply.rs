@@ -115,6 +115,9 @@ pub enum Refusal {
     Unverified(Vec<String>),
     /// Workloads whose placements await approval: `(workload, policy)`.
     AwaitingApproval(Vec<(String, String)>),
+    /// Not one replica of the plan is placed: applying it would change nothing and say so
+    /// as if all were well.
+    NothingPlaced,
 }
 
 impl fmt::Display for Refusal {
@@ -135,6 +138,7 @@ impl fmt::Display for Refusal {
                     .collect();
                 write!(f, "placements await approval: {}", list.join(", "))
             }
+            Refusal::NothingPlaced => write!(f, "the plan places no replica; nothing is applied"),
         }
     }
 }
@@ -147,6 +151,9 @@ impl Refusal {
             Refusal::Unverified(_) => "plan again; a plan that fails verification is never applied",
             Refusal::AwaitingApproval(_) => {
                 "save the plan, then `berth approve PLAN --by NAME` and apply the saved plan"
+            }
+            Refusal::NothingPlaced => {
+                "`berth explain SPEC WORKLOAD` says why each target was rejected"
             }
         }
     }
@@ -332,6 +339,24 @@ fn input_or_exit(
     Ok(Ok(input))
 }
 
+/// Refuses a plan without a single placed replica, and names each workload left short
+/// (applied anyway: a plan short at peak hours still runs what fits).
+fn placed_or_refused(input: &PlanInput, ui: &mut Ui<'_>) -> io::Result<Option<Exit>> {
+    let workloads = &input.plan.workloads;
+    if !workloads.is_empty() && workloads.iter().all(|w| w.placements.is_empty()) {
+        return refused(&Refusal::NothingPlaced, ui).map(Some);
+    }
+    for w in workloads {
+        if let Some(short) = &w.unplaced {
+            ui.status(&format_args!(
+                "warning: `{}`: {} of {} replica(s) not placed: {}",
+                w.workload, short.missing_replicas, w.replicas, short.message
+            ))?;
+        }
+    }
+    Ok(None)
+}
+
 /// `berth render`: YAML per cluster and namespace under `--out`.
 pub fn render(args: &RenderArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
     let input = match input_or_exit(&args.plan, false, ui)? {
@@ -465,6 +490,9 @@ pub fn apply(args: &ApplyArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         Ok(input) => input,
         Err(exit) => return Ok(exit),
     };
+    if let Some(exit) = placed_or_refused(&input, ui)? {
+        return Ok(exit);
+    }
     let rendered = k8s::render::render(&input.ir, &input.plan);
     let edge = crate::edge_apply::has_targets(&input.ir, &input.plan);
     if edge && args.dry_run {
