@@ -11,6 +11,7 @@ pub mod placement;
 pub mod plan;
 pub mod sema;
 pub mod source;
+mod splitmix;
 pub mod syntax;
 #[doc(hidden)]
 pub mod testgen;

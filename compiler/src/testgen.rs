@@ -5,17 +5,14 @@
 
 use std::fmt::Write;
 
-/// A small deterministic pseudo-random sequence (SplitMix64): no dependency, no seed from the
-/// environment.
-struct Mix(u64);
+use crate::splitmix::SplitMix64;
+
+/// The generator's random choices, drawn from [`SplitMix64`].
+struct Mix(SplitMix64);
 
 impl Mix {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next()
     }
 
     fn below(&mut self, n: u64) -> u64 {
@@ -68,7 +65,7 @@ pub fn spec(lines: usize) -> String {
 pub fn spec_files(lines: usize, files: usize) -> Vec<String> {
     let files = files.max(1);
     let per_file = lines.div_ceil(files);
-    let mut mix = Mix(0x5EED_BE27);
+    let mut mix = Mix(SplitMix64(0x5EED_BE27));
     let mut round = 0usize;
     (0..files)
         .map(|_| {

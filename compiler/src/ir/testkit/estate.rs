@@ -9,6 +9,7 @@ use super::super::*;
 #[cfg(test)]
 use super::money;
 use super::{GIB, IrBuilder, expr};
+use crate::splitmix::SplitMix64;
 
 /// How big an estate to generate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,16 +18,12 @@ pub struct EstateShape {
     pub targets: usize,
 }
 
-/// splitmix64: tiny, fast, good enough for test data, and the same on every platform.
-struct Rng(u64);
+/// The estate's random choices, drawn from [`SplitMix64`]: the same on every platform.
+struct Rng(SplitMix64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next()
     }
     /// Uniform in `lo..=hi`.
     fn range(&mut self, lo: u64, hi: u64) -> u64 {
@@ -84,7 +81,7 @@ const SERVICES: [&str; 6] = [
 
 /// Generates an estate of `shape` from `seed`.
 pub fn estate(seed: u64, shape: EstateShape) -> Ir {
-    let mut rng = Rng(seed ^ 0x5EED_BE27);
+    let mut rng = Rng(SplitMix64(seed ^ 0x5EED_BE27));
     let n_datasets = (shape.workloads / 50).clamp(4, 200);
     let n_teams = (shape.workloads / 200).clamp(3, 50);
     let mut b = IrBuilder::new();
