@@ -675,6 +675,15 @@ fn model_bytes(size: usize) -> Vec<u8> {
     (0..size).map(|i| (i * 31 % 251) as u8).collect()
 }
 
+/// Writes a `size`-byte model as `model.bin` into the store directory `served`; gives its
+/// bytes and its `sha256:` digest.
+fn serve_model(served: &Path, size: usize) -> (Vec<u8>, String) {
+    let model = model_bytes(size);
+    std::fs::write(served.join("model.bin"), &model).expect("model");
+    let digest = format!("sha256:{}", keys::to_hex(&Sha256::digest(&model)));
+    (model, digest)
+}
+
 fn with_model(mut w: BundleWorkload, uri: String, digest: String) -> BundleWorkload {
     w.variant = Some(VariantBinding {
         model: "m".into(),
@@ -693,9 +702,7 @@ fn kill_9_mid_download_resumes_and_a_verified_artifact_is_never_fetched_again() 
     let served = root.join("store");
     std::fs::create_dir_all(&served).expect("store dir");
     let keys = keys_in(root);
-    let model = model_bytes(6 << 20);
-    std::fs::write(served.join("model.bin"), &model).expect("model");
-    let digest = format!("sha256:{}", keys::to_hex(&Sha256::digest(&model)));
+    let (model, digest) = serve_model(&served, 6 << 20);
     // 2 MiB/s: the 6 MiB model takes about three seconds.
     let store = Store::start(&served, Some(2 << 20));
     let marker = root.join("served.ticks");
@@ -1265,10 +1272,7 @@ fn measure_agent_figures() {
     std::fs::create_dir_all(&served).expect("store dir");
     let keys = keys_in(root);
     let size = 1usize << 30;
-    let model = model_bytes(size);
-    std::fs::write(served.join("model.bin"), &model).expect("model");
-    let digest = format!("sha256:{}", keys::to_hex(&Sha256::digest(&model)));
-    drop(model);
+    let (_, digest) = serve_model(&served, size);
     let store = Store::start(&served, None);
     let event_at = |events: &[Value], kind: &str| {
         events
@@ -1729,9 +1733,7 @@ fn kill_9_mid_reconcile_leaves_no_orphan_and_no_double() {
     let served = root.join("store");
     std::fs::create_dir_all(&served).expect("store dir");
     let keys = keys_in(root);
-    let model = model_bytes(6 << 20);
-    std::fs::write(served.join("model.bin"), &model).expect("model");
-    let digest = format!("sha256:{}", keys::to_hex(&Sha256::digest(&model)));
+    let (_, digest) = serve_model(&served, 6 << 20);
     // 2 MiB/s: the reconcile spends about three seconds on `slow`'s model, with five
     // workloads started before it and five after.
     let store = Store::start(&served, Some(2 << 20));
