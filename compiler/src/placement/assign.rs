@@ -13,7 +13,11 @@
 //!    their feasible options; a holder of a lower class that cannot move is unplaced, and one
 //!    of the same or a higher class may move to a full option of its own from which replicas
 //!    of classes lower than the short workload's are unplaced.
-//!    Moves that do not free enough are undone.
+//!    Moves that do not free enough are undone. Deeper: ejection chains and trades
+//!    ([`chain`]), then, for what is still missing, the overflow search ([`relax`]): every
+//!    replica placed with capacity, spread and isolation relaxed, moved until nothing is
+//!    broken (weighted min-conflicts with pair moves and kicks), kept only if it places more
+//!    replicas per class.
 //! 3. **Improve.** Move replicas to strictly better-ranked options that became feasible, and
 //!    *relocate*: move a replica to a cheaper full option by moving others away when that
 //!    costs less than it saves, never worsening anyone's fallback or first-ranked latency.
@@ -33,6 +37,7 @@ use rayon::prelude::*;
 use std::collections::BTreeSet;
 
 mod chain;
+mod relax;
 
 /// Pool index meaning "no GPU pool" (a workload without GPUs).
 pub const NO_POOL: u32 = u32::MAX;
@@ -361,7 +366,7 @@ struct Assigner<'a> {
     latency_first: Vec<bool>,
     /// Options the ejection chains and trades may still examine ([`chain`]).
     chain_budget: usize,
-    /// What the current chain or trade changed, to undo it if it fails.
+    /// What the current chain or trade changed, to undo it.
     journal: Vec<chain::Step>,
 }
 
@@ -390,7 +395,8 @@ impl Assigner<'_> {
                 placed |= self.out.placed(w) > before;
             }
         }
-        placed | self.trade_all(order)
+        placed |= self.trade_all(order);
+        placed | self.relax(order)
     }
 
     fn improve_all(&mut self, order: &[u32]) {

@@ -15,6 +15,7 @@ pub mod assign;
 pub mod eligibility;
 pub mod index;
 pub mod infeasible;
+pub mod planted;
 pub mod policy;
 pub mod reasons;
 pub mod units;

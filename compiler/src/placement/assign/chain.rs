@@ -56,7 +56,7 @@ fn key(s: Scarce) -> Key {
 }
 
 /// Index of a class in a per-class tally, highest priority first.
-fn class_slot(c: WorkloadClass) -> usize {
+pub(super) fn class_slot(c: WorkloadClass) -> usize {
     match c {
         WorkloadClass::Production => 0,
         WorkloadClass::Staging => 1,
@@ -67,7 +67,7 @@ fn class_slot(c: WorkloadClass) -> usize {
 
 /// Whether a change of placed replicas per class (highest priority first) is an improvement:
 /// the first class that changes gains.
-fn improves(delta: &[i64; 4]) -> bool {
+pub(super) fn improves(delta: &[i64; 4]) -> bool {
     delta.iter().find(|&&d| d != 0).is_some_and(|&d| d > 0)
 }
 
