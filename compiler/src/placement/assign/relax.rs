@@ -217,24 +217,27 @@ impl Relaxed {
     /// The overflow of resource `res` at use `used`, in comparable units: a GPU unit counts
     /// 1,000, a CPU millicore 1, a MiB of memory 1 (so a core and a GiB weigh about a GPU).
     fn overflow(&self, res: usize, used: i64) -> i64 {
-        let over = (used - self.capacity[res]).max(0);
+        // Saturating throughout: capacities and demands come from the spec.
+        let over = used.saturating_sub(self.capacity[res]).max(0);
         match self.kind(res) {
             Kind::Pool => over.saturating_mul(1_000),
             Kind::Cpu => over,
-            Kind::Memory => (over + (1 << 20) - 1) >> 20,
+            Kind::Memory => over.saturating_add((1 << 20) - 1) >> 20,
         }
     }
 
     /// Weighted change of the overflow of `res` if its use changes by `by`.
     fn delta(&self, res: usize, by: i64) -> i64 {
         let u = self.used[res];
-        self.weight[res] * (self.overflow(res, u + by) - self.overflow(res, u))
+        self.weight[res]
+            .saturating_mul(self.overflow(res, u.saturating_add(by)) - self.overflow(res, u))
     }
 
     fn change(&mut self, res: usize, by: i64) {
         let before = self.overflow(res, self.used[res]);
-        self.used[res] += by;
-        self.total_overflow += self.overflow(res, self.used[res]) - before;
+        self.used[res] = self.used[res].saturating_add(by);
+        let after = self.overflow(res, self.used[res]);
+        self.total_overflow = self.total_overflow.saturating_add(after - before);
         let over = self.used[res] > self.capacity[res];
         self.overflowing.set(res, over);
     }
@@ -283,7 +286,9 @@ impl Assigner<'_> {
             if hard + soft == 0 || budget == 0 || step - best_step > PATIENCE {
                 break;
             }
-            let violation = s.total_overflow + s.total_soft * SOFT;
+            let violation = s
+                .total_overflow
+                .saturating_add(s.total_soft.saturating_mul(SOFT));
             if violation < best_violation {
                 best_violation = violation;
                 best_step = step;
@@ -450,25 +455,29 @@ impl Assigner<'_> {
     /// Weighted change of the violation if one replica of `w` leaves `from` (if any) for `to`.
     fn move_delta(&self, s: &Relaxed, w: usize, from: Option<&Opt>, to: &Opt) -> i64 {
         let d = self.demand(w);
-        let mut delta = 0;
+        let mut delta: i64 = 0;
         let (cpu, mem) = (s.pools, s.pools + s.targets);
         if from.is_none_or(|f| f.target != to.target) {
             let t = to.target as usize;
-            delta += s.delta(cpu + t, d.cpu) + s.delta(mem + t, d.memory);
+            delta = delta
+                .saturating_add(s.delta(cpu + t, d.cpu))
+                .saturating_add(s.delta(mem + t, d.memory));
             if let Some(f) = from {
                 let t = f.target as usize;
-                delta += s.delta(cpu + t, -d.cpu) + s.delta(mem + t, -d.memory);
+                delta = delta
+                    .saturating_add(s.delta(cpu + t, -d.cpu))
+                    .saturating_add(s.delta(mem + t, -d.memory));
             }
         }
         if from.is_none_or(|f| f.flat_pool != to.flat_pool) {
             if to.flat_pool != NO_POOL {
-                delta += s.delta(to.flat_pool as usize, d.units);
+                delta = delta.saturating_add(s.delta(to.flat_pool as usize, d.units));
             }
             if let Some(f) = from.filter(|f| f.flat_pool != NO_POOL) {
-                delta += s.delta(f.flat_pool as usize, -d.units);
+                delta = delta.saturating_add(s.delta(f.flat_pool as usize, -d.units));
             }
         }
-        delta + self.soft_delta(s, w, from, to)
+        delta.saturating_add(self.soft_delta(s, w, from, to))
     }
 
     /// The spread and isolation part of [`Self::move_delta`].
@@ -641,10 +650,10 @@ impl Assigner<'_> {
                     .filter(|&q| q != r)
                     .collect();
                 if let Some((second, q, qto)) = self.best_move(s, &others, step, budget)
-                    && first + second < 0
-                    && best.is_none_or(|b| first + second < b.0)
+                    && first.saturating_add(second) < 0
+                    && best.is_none_or(|b| first.saturating_add(second) < b.0)
                 {
-                    best = Some((first + second, r, j, q, qto));
+                    best = Some((first.saturating_add(second), r, j, q, qto));
                 }
                 // Undo, tabu included.
                 self.occupy(s, r, -1);
