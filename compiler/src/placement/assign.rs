@@ -273,14 +273,9 @@ impl Scarce {
     }
 }
 
-/// Assigns every workload's replicas.
-pub fn assign(
-    ir: &Ir,
-    index: &EstateIndex,
-    matrix: &EligibilityMatrix,
-    policy: &PolicyContext,
-) -> Assignment {
-    let options = build_options(ir, index, matrix, policy);
+/// Per workload, the workloads it must not share a pool with (`isolate_from`, both
+/// directions), sorted.
+pub fn isolation_partners(ir: &Ir) -> Vec<Vec<u32>> {
     let n = ir.workloads.len();
     let mut partners = vec![Vec::new(); n];
     for (w, workload) in ir.workloads.iter().enumerate() {
@@ -296,6 +291,19 @@ pub fn assign(
         p.sort_unstable();
         p.dedup();
     }
+    partners
+}
+
+/// Assigns every workload's replicas.
+pub fn assign(
+    ir: &Ir,
+    index: &EstateIndex,
+    matrix: &EligibilityMatrix,
+    policy: &PolicyContext,
+) -> Assignment {
+    let options = build_options(ir, index, matrix, policy);
+    let n = ir.workloads.len();
+    let partners = isolation_partners(ir);
     // Permitted targets per workload: the targets its options are on.
     let permitted: Vec<usize> = options
         .iter()

@@ -18,6 +18,7 @@ pub mod infeasible;
 pub mod planted;
 pub mod policy;
 pub mod reasons;
+mod tally;
 pub mod units;
 pub mod verdict;
 

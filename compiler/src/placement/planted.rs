@@ -18,6 +18,7 @@ use super::assign::{self, NO_POOL, Opt};
 use super::eligibility::{EligibilityMatrix, gpu_units};
 use super::index::EstateIndex;
 use super::policy::PolicyContext;
+use super::tally::{add_count, count};
 use crate::ir::Ir;
 use crate::splitmix::SplitMix64;
 use jiff::Timestamp;
@@ -73,7 +74,7 @@ pub fn plant(ir: &mut Ir, at: Timestamp, seed: u64) -> Planted {
         pools_of: vec![Vec::new(); ir.workloads.len()],
         placed: vec![Vec::new(); ir.workloads.len()],
     };
-    let partners = partners(ir);
+    let partners = assign::isolation_partners(ir);
     for &w in &items {
         let w = w as usize;
         let opts = &options[w];
@@ -96,20 +97,6 @@ pub fn plant(ir: &mut Ir, at: Timestamp, seed: u64) -> Planted {
     }
 }
 
-fn partners(ir: &Ir) -> Vec<Vec<u32>> {
-    let mut partners = vec![Vec::new(); ir.workloads.len()];
-    for (w, workload) in ir.workloads.iter().enumerate() {
-        for other in &workload.placement.isolate_from {
-            let o = other.index();
-            if o < partners.len() && o != w {
-                partners[w].push(o as u32);
-                partners[o].push(w as u32);
-            }
-        }
-    }
-    partners
-}
-
 /// The planted placement so far and what it uses.
 struct State {
     pool_used: Vec<u64>,
@@ -124,17 +111,6 @@ struct State {
     pools_of: Vec<Vec<u32>>,
     /// Per workload, `(target, pool, replicas)`.
     placed: Vec<Vec<(u32, u32, u32)>>,
-}
-
-fn count(list: &[(u32, u32)], key: u32) -> u32 {
-    list.iter().find(|e| e.0 == key).map_or(0, |e| e.1)
-}
-
-fn bump(list: &mut Vec<(u32, u32)>, key: u32) {
-    match list.iter_mut().find(|e| e.0 == key) {
-        Some(e) => e.1 += 1,
-        None => list.push((key, 1)),
-    }
 }
 
 impl State {
@@ -206,8 +182,8 @@ impl State {
                 self.pools_of[w].push(o.flat_pool);
             }
         }
-        bump(&mut self.on_target[w], o.target);
-        bump(&mut self.on_region[w], index.region[t]);
+        add_count(&mut self.on_target[w], o.target, 1);
+        add_count(&mut self.on_region[w], index.region[t], 1);
         match self.placed[w]
             .iter_mut()
             .find(|e| e.0 == o.target && e.1 == o.pool)

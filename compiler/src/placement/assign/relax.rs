@@ -32,6 +32,7 @@
 use super::chain::{class_slot, improves};
 use super::{Assigner, NO_POOL, Opt};
 use crate::placement::eligibility::gpu_units;
+use crate::placement::tally::{add_count, count};
 use crate::splitmix::SplitMix64;
 
 /// Options one overflow search may examine: this many per option of the estate, but at most
@@ -78,6 +79,17 @@ enum Kind {
     Memory,
 }
 
+/// Takes `id` out of `list` by swapping the last item into its place; `pos` holds each id's
+/// position in its list.
+fn unlist(list: &mut Vec<u32>, pos: &mut [u32], id: u32) {
+    let at = pos[id as usize] as usize;
+    list.swap_remove(at);
+    if let Some(&moved) = list.get(at) {
+        pos[moved as usize] = at as u32;
+    }
+    pos[id as usize] = NOWHERE;
+}
+
 /// A set of small ids with O(1) insert, remove and random pick.
 #[derive(Clone, Debug, Default)]
 struct IdSet {
@@ -99,12 +111,7 @@ impl IdSet {
             self.pos[id] = self.items.len() as u32;
             self.items.push(id as u32);
         } else if !member && at != NOWHERE {
-            let at = at as usize;
-            self.items.swap_remove(at);
-            if let Some(&moved) = self.items.get(at) {
-                self.pos[moved as usize] = at as u32;
-            }
-            self.pos[id] = NOWHERE;
+            unlist(&mut self.items, &mut self.pos, id as u32);
         }
     }
 }
@@ -132,12 +139,7 @@ impl Groups {
             self.pos[r as usize] = list.len() as u32;
             list.push(r);
         } else {
-            let at = self.pos[r as usize] as usize;
-            list.swap_remove(at);
-            if let Some(&moved) = list.get(at) {
-                self.pos[moved as usize] = at as u32;
-            }
-            self.pos[r as usize] = NOWHERE;
+            unlist(list, &mut self.pos, r);
         }
     }
 }
@@ -172,21 +174,10 @@ struct Relaxed {
     violating: IdSet,
 }
 
-fn count(list: &[(u32, u32)], key: u32) -> u32 {
-    list.iter().find(|e| e.0 == key).map_or(0, |e| e.1)
-}
-
-fn add_count(list: &mut Vec<(u32, u32)>, key: u32, by: i32) {
-    match list.iter_mut().position(|e| e.0 == key) {
-        Some(i) => {
-            list[i].1 = list[i].1.saturating_add_signed(by);
-            if list[i].1 == 0 {
-                list.swap_remove(i);
-            }
-        }
-        None if by > 0 => list.push((key, by.unsigned_abs())),
-        None => {}
-    }
+/// A capacity or demand from the spec as a signed number; an absurd one is clamped far enough
+/// below `i64::MAX` that sums of a few stay exact.
+fn signed(x: u64) -> i64 {
+    i64::try_from(x).unwrap_or(i64::MAX / 4)
 }
 
 /// Replicas over a limit of `n` when `c` are there.
@@ -212,6 +203,22 @@ impl Relaxed {
         } else {
             &self.on_target.items[(res - self.pools) % self.targets]
         }
+    }
+
+    /// The replicas involved in a violation drawn at random — on an overflowing resource, or
+    /// of a workload over its spread or sharing a pool with a partner; `None` when nothing is
+    /// violated.
+    fn random_violation(&self, rng: &mut SplitMix64) -> Option<&[u32]> {
+        let (hard, soft) = (self.overflowing.items.len(), self.violating.items.len());
+        if hard + soft == 0 {
+            return None;
+        }
+        let pick = (rng.next() % (hard + soft) as u64) as usize;
+        Some(if pick < hard {
+            self.on(self.overflowing.items[pick] as usize)
+        } else {
+            &self.of_workload[self.violating.items[pick - hard] as usize]
+        })
     }
 
     /// The overflow of resource `res` at use `used`, in comparable units: a GPU unit counts
@@ -254,11 +261,10 @@ struct Demand {
 impl Assigner<'_> {
     fn demand(&self, w: usize) -> Demand {
         let wl = &self.ir.workloads[w];
-        let clamp = |x: u64| i64::try_from(x).unwrap_or(i64::MAX / 4);
         Demand {
             units: i64::from(gpu_units(wl)),
-            cpu: clamp(wl.resources.cpu_millis),
-            memory: clamp(wl.resources.memory),
+            cpu: signed(wl.resources.cpu_millis),
+            memory: signed(wl.resources.memory),
         }
     }
 
@@ -299,14 +305,9 @@ impl Assigner<'_> {
                 continue;
             }
             step += 1;
-            let pick = (rng.next() % (hard + soft) as u64) as usize;
-            let sample: Vec<u32> = if pick < hard {
-                let list = s.on(s.overflowing.items[pick] as usize);
-                sample(list, &mut rng)
-            } else {
-                let w = s.violating.items[pick - hard] as usize;
-                sample(&s.of_workload[w], &mut rng)
-            };
+            let sample = s
+                .random_violation(&mut rng)
+                .map_or_else(Vec::new, |list| sample(list, &mut rng));
             let single = self.best_move(&s, &sample, step, &mut budget);
             if let Some((d, r, to)) = single
                 && d < 0
@@ -346,15 +347,14 @@ impl Assigner<'_> {
     fn relaxed(&self) -> Relaxed {
         let pools = self.index.pools.len();
         let targets = self.ir.targets.len();
-        let clamp = |x: u64| i64::try_from(x).unwrap_or(i64::MAX / 4);
         let mut capacity: Vec<i64> = self
             .index
             .pools
             .iter()
             .map(|p| i64::from(p.units))
             .collect();
-        capacity.extend(self.ir.targets.iter().map(|t| clamp(t.cpu_millis)));
-        capacity.extend(self.ir.targets.iter().map(|t| clamp(t.memory)));
+        capacity.extend(self.ir.targets.iter().map(|t| signed(t.cpu_millis)));
+        capacity.extend(self.ir.targets.iter().map(|t| signed(t.memory)));
         let n = self.ir.workloads.len();
         let resources = capacity.len();
         let mut s = Relaxed {
@@ -633,10 +633,10 @@ impl Assigner<'_> {
                 .collect();
             *budget = budget.saturating_sub(firsts.len());
             firsts.sort_unstable();
+            let d = self.demand(w);
             for (first, j) in firsts {
                 let to = self.out.options[w][j as usize];
                 // Where the first move overflows: the pool, else the target.
-                let d = self.demand(w);
                 let res = if to.flat_pool != NO_POOL
                     && s.used[to.flat_pool as usize] + d.units > s.capacity[to.flat_pool as usize]
                 {
@@ -671,15 +671,8 @@ impl Assigner<'_> {
             *x = 1;
         }
         for _ in 0..KICK_MOVES {
-            let (hard, soft) = (s.overflowing.items.len(), s.violating.items.len());
-            if hard + soft == 0 {
+            let Some(list) = s.random_violation(rng) else {
                 return;
-            }
-            let pick = (rng.next() % (hard + soft) as u64) as usize;
-            let list = if pick < hard {
-                s.on(s.overflowing.items[pick] as usize)
-            } else {
-                &s.of_workload[s.violating.items[pick - hard] as usize]
             };
             let Some(&r) = sample_n(list, rng, 1).first() else {
                 continue;
