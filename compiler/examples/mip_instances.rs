@@ -27,7 +27,9 @@
 //! cargo run --release -p berth-compiler --example mip_instances -- OUT_DIR SIZES SEEDS p100 COUNTS_DIR
 //! ```
 
-use berth_compiler::ir::testkit::{EstateShape, estate};
+use berth_compiler::ir::testkit::{
+    EstateShape, estate, scale_cpu_memory_and_caps, scale_gpu_pools,
+};
 use berth_compiler::ir::{Ir, Preference};
 use berth_compiler::placement::assign::{self, Assignment, NO_POOL};
 use berth_compiler::placement::eligibility::{EligibilityMatrix, gpu_units};
@@ -60,9 +62,9 @@ fn main() {
         for &seed in &seeds {
             for level in &levels {
                 let mut ir = estate(seed, EstateShape { workloads, targets });
-                scale_gpu_capacity(&mut ir, level.capacity);
+                scale_gpu_pools(&mut ir, level.capacity);
                 if level.placeable {
-                    scale_other_capacity(&mut ir, level.capacity);
+                    scale_cpu_memory_and_caps(&mut ir, level.capacity);
                     trim_to_placeable(&mut ir, at);
                 }
                 let file = format!("w{workloads}_t{targets}_s{seed}_c{}.json", level.tag());
@@ -149,35 +151,6 @@ fn cut_to_counts(ir: &mut Ir, path: &str) {
     assert_eq!(counts.len(), ir.workloads.len(), "counts for {path}");
     for (w, n) in ir.workloads.iter_mut().zip(counts) {
         w.replicas = n;
-    }
-}
-
-/// For placeable levels: CPU and memory per target and every GPU cap at `percent`% too.
-fn scale_other_capacity(ir: &mut Ir, percent: u32) {
-    let scale = |x: u64| x * u64::from(percent) / 100;
-    for t in &mut ir.targets {
-        t.cpu_millis = scale(t.cpu_millis);
-        t.memory = scale(t.memory);
-    }
-    let scale32 = |x: u32| scale(u64::from(x)).min(u64::from(u32::MAX)) as u32;
-    let policy = &mut ir.policy;
-    for q in &mut policy.quotas {
-        q.max_gpu = scale32(q.max_gpu);
-    }
-    for e in &mut policy.entitlements {
-        e.max_gpu = e.max_gpu.map(scale32);
-    }
-    for l in &mut policy.limits {
-        l.max_gpu = scale32(l.max_gpu);
-    }
-}
-
-/// Tight instances: every GPU pool keeps `percent`% of its devices (at least one).
-fn scale_gpu_capacity(ir: &mut Ir, percent: u32) {
-    for t in &mut ir.targets {
-        for p in &mut t.pools {
-            p.count = (u64::from(p.count) * u64::from(percent) / 100).max(1) as u32;
-        }
     }
 }
 

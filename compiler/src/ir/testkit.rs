@@ -11,7 +11,7 @@
 
 mod estate;
 
-pub use estate::{EstateShape, estate};
+pub use estate::{EstateShape, estate, scale_cpu_memory_and_caps, scale_gpu_pools};
 
 use super::*;
 

@@ -386,6 +386,36 @@ pub fn estate(seed: u64, shape: EstateShape) -> Ir {
     .build()
 }
 
+/// A tighter estate: every GPU pool keeps `percent`% of its devices (at least one).
+pub fn scale_gpu_pools(ir: &mut Ir, percent: u32) {
+    for t in &mut ir.targets {
+        for p in &mut t.pools {
+            p.count = (u64::from(p.count) * u64::from(percent) / 100).max(1) as u32;
+        }
+    }
+}
+
+/// A tighter estate: CPU and memory per target, team quotas, entitlement caps and window
+/// limits at `percent`%.
+pub fn scale_cpu_memory_and_caps(ir: &mut Ir, percent: u32) {
+    let scale = |x: u64| x * u64::from(percent) / 100;
+    for t in &mut ir.targets {
+        t.cpu_millis = scale(t.cpu_millis);
+        t.memory = scale(t.memory);
+    }
+    let scale32 = |x: u32| scale(u64::from(x)).min(u64::from(u32::MAX)) as u32;
+    let policy = &mut ir.policy;
+    for q in &mut policy.quotas {
+        q.max_gpu = scale32(q.max_gpu);
+    }
+    for e in &mut policy.entitlements {
+        e.max_gpu = e.max_gpu.map(scale32);
+    }
+    for l in &mut policy.limits {
+        l.max_gpu = scale32(l.max_gpu);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
