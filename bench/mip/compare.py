@@ -33,6 +33,7 @@ Usage: compare.py INSTANCE_DIR [--time-limit SECONDS] [--csv FILE]
 import argparse
 import csv
 import glob
+import hashlib
 import json
 import os
 import statistics
@@ -344,13 +345,32 @@ def main():
     summarise(rows)
 
 
+def problem_digest(inst):
+    """The instance's problem, without berth's answer and timing: what the counts depend on."""
+    problem = {k: v for k, v in inst.items() if not k.startswith("berth")}
+    problem["workloads"] = [{k: v for k, v in wl.items() if not k.startswith("berth")}
+                            for wl in inst["workloads"]]
+    text = json.dumps(problem, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def write_counts(files, out, time_limit):
-    """Per placeable instance, the replicas per workload of the MIP's placement optimum."""
+    """Per placeable instance, the replicas per workload of the MIP's placement optimum.
+
+    Counts already in `out` for the same problem (its digest beside them) are kept, not solved
+    again: solving them is most of the bench's time, and the instances are deterministic."""
     os.makedirs(out, exist_ok=True)
     for f in files:
         inst = json.load(open(f))
         if not inst.get("placeable"):
             continue
+        target = os.path.join(out, os.path.basename(f))
+        digest_file = target + ".digest"
+        digest = problem_digest(inst)
+        if os.path.exists(target) and os.path.exists(digest_file):
+            with open(digest_file) as fh:
+                if fh.read().strip() == digest:
+                    continue
         model = Model(inst)
         _, x, _, status = solve(model, time_limit, stop_after=FALLBACK)
         if status != "optimal":
@@ -359,8 +379,10 @@ def write_counts(files, out, time_limit):
         counts = [0] * len(inst["workloads"])
         for c, (w, _) in enumerate(model.cols):
             counts[w] += int(x[c])
-        with open(os.path.join(out, os.path.basename(f)), "w") as fh:
+        with open(target, "w") as fh:
             json.dump(counts, fh)
+        with open(digest_file, "w") as fh:
+            fh.write(digest + "\n")
 
 
 def yes(flag):
