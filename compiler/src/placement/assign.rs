@@ -17,7 +17,7 @@
 //!    ([`chain`]), then, for what is still missing, the overflow search ([`relax`]): every
 //!    replica placed with capacity, spread and isolation relaxed, moved until nothing is
 //!    broken (weighted min-conflicts with pair moves and kicks), kept only if it places more
-//!    replicas per class.
+//!    replicas per class — as it ends, or after chains and trades from where it ended.
 //! 3. **Improve.** Move replicas to strictly better-ranked options that became feasible, and
 //!    *relocate*: move a replica to a cheaper full option by moving others away when that
 //!    costs less than it saves, never worsening anyone's fallback or first-ranked latency.
@@ -38,6 +38,8 @@ use std::collections::BTreeSet;
 
 mod chain;
 mod relax;
+
+use relax::SearchOutcome;
 
 /// Pool index meaning "no GPU pool" (a workload without GPUs).
 pub const NO_POOL: u32 = u32::MAX;
@@ -238,6 +240,8 @@ const SCAN_BUDGET_PER_WORKLOAD: usize = 200;
 const SCAN_BUDGET_BASE: usize = 1_000_000;
 /// Improvement passes over all workloads.
 const IMPROVE_PASSES: usize = 3;
+/// Overflow searches ([`relax`]) one repair pass runs in a row while each places more.
+const RELAX_ROUNDS: usize = 3;
 /// Blocked options a repair tries to clear by unplacing lower classes, per moved replica.
 const DISPLACE_OPTIONS: usize = 4;
 /// Cheaper blocked options a relocation improvement tries per replica.
@@ -404,7 +408,17 @@ impl Assigner<'_> {
             }
         }
         placed |= self.trade_all(order);
-        placed | self.relax(order)
+        // Each overflow search starts where the last one (and its second chance) left the
+        // estate, so a few in a row reach packings one does not. Only while one ends near a
+        // full placement: on an over-subscribed estate more rounds cost much and place little.
+        for _ in 0..RELAX_ROUNDS {
+            match self.relax(order) {
+                SearchOutcome::Unchanged => break,
+                SearchOutcome::PlacedMore => return true,
+                SearchOutcome::PlacedMoreNearlyAll => placed = true,
+            }
+        }
+        placed
     }
 
     fn improve_all(&mut self, order: &[u32]) {

@@ -26,7 +26,11 @@
 //! first, replicas are taken off each violation, lowest class first, until none is left. The
 //! result replaces the assignment only when it places more replicas per class,
 //! lexicographically from production down, so the search never costs a replica of a higher
-//! class. Randomness comes from a fixed-seed [`SplitMix64`] and the work is bounded by a budget
+//! class. When it does not, it gets a **second chance**: the estate as the search left it,
+//! with the repair (ejection chains) and trades run again for every workload short — the
+//! search often places what was missing at the price of a replica or two it took off, which a
+//! chain from that state puts back. The same test decides; if it fails, the assignment is
+//! restored as it was. Randomness comes from a fixed-seed [`SplitMix64`] and the work is bounded by a budget
 //! of options examined, so the result is deterministic.
 
 use super::chain::{class_slot, improves};
@@ -56,9 +60,36 @@ const TABU_TENURE: usize = 10;
 /// What one replica over a spread limit, or one pair of isolated workloads sharing a pool,
 /// weighs against overflow (as much as a GPU unit).
 const SOFT: i64 = 1_000;
+/// At most this many violations left (overflowing resources, workloads over spread or
+/// sharing a pool) and the search counts as near a full placement (estates placeable in full
+/// end with a handful; over-subscribed ones with hundreds).
+const NEAR_VIOLATIONS: usize = 16;
 /// Not a position: the replica or resource is on no list of this kind, or the replica was
 /// taken off.
 const NOWHERE: u32 = u32::MAX;
+
+/// What one overflow search did to the assignment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum SearchOutcome {
+    /// Nothing: the assignment is as it was.
+    Unchanged,
+    /// Placed more, but ended far from placing everything: on an estate without room for
+    /// every replica missing (the search aimed at what the free capacity could hold), or
+    /// with more than [`NEAR_VIOLATIONS`] violations left.
+    PlacedMore,
+    /// Placed more, having aimed at every replica missing that caps allow and ended within
+    /// [`NEAR_VIOLATIONS`] of a full placement: another search from here may finish it.
+    PlacedMoreNearlyAll,
+}
+
+/// Which missing replicas the search takes in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Aim {
+    /// Every one caps allow.
+    Every,
+    /// As many as the estate's summed free capacity could hold: not all.
+    WhatFits,
+}
 
 /// A replica of the search.
 #[derive(Clone, Copy, Debug)]
@@ -268,18 +299,17 @@ impl Assigner<'_> {
         }
     }
 
-    /// Runs the overflow search over the whole assignment and the replicas still missing; true
-    /// if it placed more (lexicographically by class).
-    pub(super) fn relax(&mut self, order: &[u32]) -> bool {
+    /// Runs the overflow search over the whole assignment and the replicas still missing.
+    pub(super) fn relax(&mut self, order: &[u32]) -> SearchOutcome {
         if !order.iter().any(|&w| {
             let w = w as usize;
             self.out.placed(w) < self.ir.workloads[w].replicas && !self.out.options[w].is_empty()
         }) {
-            return false;
+            return SearchOutcome::Unchanged;
         }
         let mut s = self.relaxed();
         let before = self.class_tally(&s);
-        self.take_in_missing(&mut s, order);
+        let aim = self.take_in_missing(&mut s, order);
         let mut rng = SplitMix64(0x0B5E_55ED);
         let options: usize = self.out.options.iter().map(Vec::len).sum();
         let mut budget = (BUDGET_PER_OPTION * options)
@@ -332,15 +362,47 @@ impl Assigner<'_> {
                 s.soft_weight[w] += 1;
             }
         }
+        let near = s.overflowing.items.len() + s.violating.items.len() <= NEAR_VIOLATIONS;
+        let placed_more = match (aim, near) {
+            (Aim::Every, true) => SearchOutcome::PlacedMoreNearlyAll,
+            _ => SearchOutcome::PlacedMore,
+        };
         self.shed_soft(&mut s);
         self.shed_overflow(&mut s);
         let after = self.class_tally(&s);
         let gain: [i64; 4] = std::array::from_fn(|i| after[i] - before[i]);
-        if !improves(&gain) {
-            return false;
+        if improves(&gain) {
+            self.adopt(&s);
+            return placed_more;
         }
+        // Not better as it stands: the search may still have placed what was missing at the
+        // price of a few replicas it took off, which the repair (chains) and trades can put
+        // back from where the search left the estate. Kept only if that places more.
+        let saved = self.out.slots.clone();
         self.adopt(&s);
-        true
+        for &w in order {
+            let w = w as usize;
+            if self.out.placed(w) < self.ir.workloads[w].replicas {
+                self.repair(w);
+            }
+        }
+        self.trade_all(order);
+        let now = self.assignment_tally();
+        let gain: [i64; 4] = std::array::from_fn(|i| now[i] - before[i]);
+        if improves(&gain) {
+            return placed_more;
+        }
+        self.adopt_slots(saved);
+        SearchOutcome::Unchanged
+    }
+
+    /// Replicas placed per class in the assignment (highest priority first).
+    fn assignment_tally(&self) -> [i64; 4] {
+        let mut tally = [0i64; 4];
+        for (w, wl) in self.ir.workloads.iter().enumerate() {
+            tally[class_slot(wl.class)] += i64::from(self.out.placed(w));
+        }
+        tally
     }
 
     /// The current assignment as a relaxed state.
@@ -530,7 +592,8 @@ impl Assigner<'_> {
     /// placement order, as far as caps have room and as long as the free capacity (GPU units,
     /// CPU, memory) summed over the estate could hold them: on an over-subscribed estate the
     /// search then aims at what could fit, not at everything.
-    fn take_in_missing(&self, s: &mut Relaxed, order: &[u32]) {
+    fn take_in_missing(&self, s: &mut Relaxed, order: &[u32]) -> Aim {
+        let mut aim = Aim::Every;
         let mut cap_used = self.out.ledger.cap_used.clone();
         let free = |s: &Relaxed, res: usize| (s.capacity[res] - s.used[res]).max(0);
         let (pools, targets) = (s.pools, s.targets);
@@ -557,6 +620,7 @@ impl Assigner<'_> {
                 }
                 let want = [d.units, d.cpu, d.memory];
                 if want.iter().zip(&room).any(|(x, r)| x > r) {
+                    aim = Aim::WhatFits;
                     break;
                 }
                 let best = self.out.options[w]
@@ -575,6 +639,7 @@ impl Assigner<'_> {
                 self.enter(s, w, oi as u32);
             }
         }
+        aim
     }
 
     /// The move of one of `sample` that lowers the weighted violation most: `(change,
@@ -789,6 +854,12 @@ impl Assigner<'_> {
         for list in &mut slots {
             list.sort_unstable();
         }
+        self.adopt_slots(slots);
+    }
+
+    /// Replaces the assignment by `slots` (per workload, `(option, replicas)` sorted).
+    fn adopt_slots(&mut self, slots: Vec<Vec<(u32, u32)>>) {
+        let n = self.ir.workloads.len();
         let changed: Vec<usize> = (0..n).filter(|&w| slots[w] != self.out.slots[w]).collect();
         // Everything leaves before anything arrives: the ledger never goes below zero.
         for &w in &changed {
