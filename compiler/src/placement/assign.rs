@@ -396,18 +396,10 @@ impl Assigner<'_> {
         }
     }
 
-    /// Repairs every workload left short, in placement order; true if any got a replica.
+    /// Repairs every workload left short, in placement order, then the overflow searches; true
+    /// if any got a replica.
     fn repair_all(&mut self, order: &[u32]) -> bool {
-        let mut placed = false;
-        for &w in order {
-            let w = w as usize;
-            let before = self.out.placed(w);
-            if before < self.ir.workloads[w].replicas {
-                self.repair(w);
-                placed |= self.out.placed(w) > before;
-            }
-        }
-        placed |= self.trade_all(order);
+        let mut placed = self.repair_and_trade(order);
         // Each overflow search starts where the last one (and its second chance) left the
         // estate, so a few in a row reach packings one does not. Only while one ends near a
         // full placement: on an over-subscribed estate more rounds cost much and place little.
@@ -419,6 +411,21 @@ impl Assigner<'_> {
             }
         }
         placed
+    }
+
+    /// Repairs (ejection chains included) every workload left short, in placement order, then
+    /// trades; true if any got a replica.
+    fn repair_and_trade(&mut self, order: &[u32]) -> bool {
+        let mut placed = false;
+        for &w in order {
+            let w = w as usize;
+            let before = self.out.placed(w);
+            if before < self.ir.workloads[w].replicas {
+                self.repair(w);
+                placed |= self.out.placed(w) > before;
+            }
+        }
+        placed | self.trade_all(order)
     }
 
     fn improve_all(&mut self, order: &[u32]) {

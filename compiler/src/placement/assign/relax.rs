@@ -30,8 +30,8 @@
 //! with the repair (ejection chains) and trades run again for every workload short — the
 //! search often places what was missing at the price of a replica or two it took off, which a
 //! chain from that state puts back. The same test decides; if it fails, the assignment is
-//! restored as it was. Randomness comes from a fixed-seed [`SplitMix64`] and the work is bounded by a budget
-//! of options examined, so the result is deterministic.
+//! restored as it was. Randomness comes from a fixed-seed [`SplitMix64`] and the work is
+//! bounded by a budget of options examined, so the result is deterministic.
 
 use super::chain::{class_slot, improves};
 use super::{Assigner, NO_POOL, Opt};
@@ -380,13 +380,7 @@ impl Assigner<'_> {
         // back from where the search left the estate. Kept only if that places more.
         let saved = self.out.slots.clone();
         self.adopt(&s);
-        for &w in order {
-            let w = w as usize;
-            if self.out.placed(w) < self.ir.workloads[w].replicas {
-                self.repair(w);
-            }
-        }
-        self.trade_all(order);
+        self.repair_and_trade(order);
         let now = self.assignment_tally();
         let gain: [i64; 4] = std::array::from_fn(|i| now[i] - before[i]);
         if improves(&gain) {
