@@ -364,10 +364,20 @@ async fn apply_object(
     }
     let result = async {
         let live = cluster.get(m.kind, m.namespace.as_deref(), &m.name).await?;
-        let after = match cluster
-            .apply(m, options.dry_run, options.force_conflicts)
-            .await
-        {
+        // An object that exists is applied as a dry run first: when the server's answer
+        // equals the live object, nothing is sent for real, so a re-run of the same plan
+        // makes no write at all (a server-side apply that changes nothing is still a write
+        // request to the API server, and in its audit log).
+        let dry_run = options.dry_run || live.is_some();
+        let after = match cluster.apply(m, dry_run, options.force_conflicts).await {
+            Ok(preview)
+                if !options.dry_run && diff::unified(&name, live.as_ref(), &preview).is_some() =>
+            {
+                cluster.apply(m, false, options.force_conflicts).await
+            }
+            other => other,
+        };
+        let after = match after {
             Err(ApiError::Immutable { fields }) => {
                 return replace(cluster, m, live.as_ref(), fields, options).await;
             }
