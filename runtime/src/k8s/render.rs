@@ -17,8 +17,9 @@ use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, StatefulSet, Statef
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
     Affinity, ConfigMap, ConfigMapEnvSource, Container, ContainerPort, EnvFromSource, EnvVar,
-    Namespace, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec,
-    PodTemplateSpec, ResourceRequirements, Service, ServicePort, ServiceSpec, Toleration,
+    Namespace, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodAffinity,
+    PodAffinityTerm, PodSpec, PodTemplateSpec, ResourceRequirements, Service, ServicePort,
+    ServiceSpec, Toleration, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -751,8 +752,12 @@ impl Site<'_> {
 
     fn affinity(&self) -> Option<Affinity> {
         let pool = self.pool?;
+        let pod_affinity = self.packing();
         if pool.node_labels.is_empty() {
-            return None;
+            return pod_affinity.map(|pod_affinity| Affinity {
+                pod_affinity: Some(pod_affinity),
+                ..Affinity::default()
+            });
         }
         let expressions = pool
             .node_labels
@@ -773,7 +778,42 @@ impl Site<'_> {
                 }),
                 ..NodeAffinity::default()
             }),
+            pod_affinity,
             ..Affinity::default()
+        })
+    }
+
+    /// GPU replicas of one pool packed onto as few nodes as they fit: a strong preference
+    /// (not a requirement) for nodes already running replicas placed on the same pool.
+    ///
+    /// berth counts a pool's GPUs as one amount; the scheduler places each pod on one node.
+    /// Left to itself it spreads pods over the least-loaded nodes (its default scoring), so
+    /// a pool of two 8-GPU nodes holding two 1-GPU replicas, one per node, has 14 GPUs free
+    /// and no node that can take an 8-GPU replica. Packing keeps whole nodes free for the
+    /// large replicas, as the pool's count promised (found by tests/k8s_agreement.rs on the
+    /// peak-hours example against the real scheduler). It does not make every packing that
+    /// fits the pool's count fit its nodes: docs/runtime-kubernetes.md says what is left.
+    fn packing(&self) -> Option<PodAffinity> {
+        let pool = self.pool?;
+        self.gpu_resource()?;
+        Some(PodAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    weight: 100,
+                    pod_affinity_term: PodAffinityTerm {
+                        label_selector: Some(LabelSelector {
+                            match_labels: Some(BTreeMap::from([
+                                (labels::TARGET.to_string(), self.target.name.clone()),
+                                (labels::POOL.to_string(), pool.name.clone()),
+                            ])),
+                            ..LabelSelector::default()
+                        }),
+                        topology_key: "kubernetes.io/hostname".to_string(),
+                        ..PodAffinityTerm::default()
+                    },
+                },
+            ]),
+            ..PodAffinity::default()
         })
     }
 
