@@ -1,0 +1,975 @@
+//! `berth apply`, `diff`, `status` and `--wait` against real Kubernetes control planes
+//! (tests/cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK,
+//! built from their Go modules), one cluster per kubeconfig context of the spec, with
+//! simulated GPU nodes generated from the spec's pools.
+
+mod cluster;
+
+use cluster::{BERTH, Cluster, Fleet, Planned};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+const AT: &str = "2025-06-07T10:00:00Z";
+const TRAINING: &str = "../examples/training-and-inference";
+
+fn plan_spec(spec: &Path) -> Planned {
+    cluster::plan_spec(spec, AT)
+}
+
+/// Runs `berth ARGS` with `kubeconfig`; returns (exit code, stdout, stderr). No secret of
+/// `fleet` may appear in either.
+fn berth(fleet: &Fleet, kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .env("BERTH_K8S_RETRY_BASE_MS", "50")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run berth");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    for secret in fleet.secrets() {
+        assert!(
+            !stdout.contains(&secret) && !stderr.contains(&secret),
+            "a token in the output:\n{stdout}\n{stderr}"
+        );
+    }
+    (out.status.code().unwrap_or(-1), stdout, stderr)
+}
+
+/// The example with two clusters and an approval, applied as the admin.
+struct Setup {
+    fleet: Fleet,
+    planned: Planned,
+}
+
+impl Setup {
+    fn training(users: &[&str]) -> Setup {
+        let planned = plan_spec(Path::new(TRAINING));
+        let fleet = Fleet::for_ir(&planned.ir, users);
+        let setup = Setup { fleet, planned };
+        let (code, _, err) = setup.berth(&["approve", setup.plan(), "--by", "ml-platform-leads"]);
+        assert_eq!(code, 0, "{err}");
+        setup
+    }
+
+    fn plan(&self) -> &str {
+        self.planned.plan_arg()
+    }
+
+    fn spec(&self) -> &str {
+        self.planned.spec_arg()
+    }
+
+    fn berth(&self, args: &[&str]) -> (i32, String, String) {
+        berth(&self.fleet, &self.fleet.kubeconfig, args)
+    }
+
+    fn apply(&self, extra: &[&str]) -> (i32, String, String) {
+        let mut args = vec!["apply", self.plan(), "--spec", self.spec()];
+        args.extend_from_slice(extra);
+        self.berth(&args)
+    }
+
+    fn prod(&self) -> &Cluster {
+        self.fleet.cluster("fra-gpu-prod")
+    }
+
+    fn burst(&self) -> &Cluster {
+        self.fleet.cluster("eks-gpu-burst")
+    }
+}
+
+/// The field managers of the object itself (not of its status, which controllers write).
+fn managers(object: &Value) -> Vec<String> {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["subresource"].is_null())
+        .filter_map(|m| m["manager"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Whether a report lists an object as failed.
+fn has_failures(report: &str) -> bool {
+    report
+        .lines()
+        .any(|l| l.trim_start().starts_with("failed "))
+}
+
+const CHAT: &str = "/apis/apps/v1/namespaces/ml/deployments/chat-assistant";
+const RANKER: &str = "/apis/batch/v1/namespaces/burst/jobs/ranker-training";
+
+#[test]
+fn the_control_plane_is_real_and_its_nodes_come_from_the_pools() {
+    let planned = plan_spec(Path::new(TRAINING));
+    let fleet = Fleet::for_ir(&planned.ir, &[]);
+    let prod = fleet.cluster("fra-gpu-prod");
+    let version = prod.get("/version").expect("version");
+    assert_eq!(version["gitVersion"], "v1.37.2", "{version}");
+    let nodes = prod.list("/api/v1/nodes");
+    let gpus: u64 = nodes
+        .iter()
+        .filter(|n| n["metadata"]["labels"]["gpu.example.com/pool"] == "training")
+        .map(|n| {
+            n["status"]["allocatable"]["nvidia.com/gpu"]
+                .as_str()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        })
+        .sum();
+    assert_eq!(gpus, 16, "the train pool's 16 H100 over its nodes");
+}
+
+#[test]
+fn first_apply_creates_and_a_second_writes_nothing() {
+    let s = Setup::training(&[]);
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("context `fra-gpu-prod`:") && err.contains("created"),
+        "{err}"
+    );
+    let deployment = s.prod().get(CHAT).expect("deployment applied");
+    assert_eq!(managers(&deployment), vec!["berth"]);
+    assert_eq!(
+        deployment["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "berth"
+    );
+    assert!(s.prod().get("/api/v1/namespaces/ml").is_some());
+    assert!(s.burst().get(RANKER).is_some());
+    let writes = (s.prod().writes_by(BERTH), s.burst().writes_by(BERTH));
+    assert!(!writes.0.is_empty(), "the first apply wrote");
+
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("0 changed"), "{err}");
+    assert!(
+        !err.contains("created") && !err.contains("configured"),
+        "{err}"
+    );
+    assert_eq!(
+        (s.prod().writes_by(BERTH), s.burst().writes_by(BERTH)),
+        writes,
+        "the API servers' audit logs show no write the second time"
+    );
+}
+
+#[test]
+fn a_conflict_names_the_other_manager_and_force_takes_the_field() {
+    let s = Setup::training(&[]);
+    assert_eq!(s.apply(&[]).0, 0);
+    let answer = s.prod().apply_as_manager(
+        "helm",
+        CHAT,
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "chat-assistant", "namespace": "ml"},
+            "spec": {"replicas": 7}}),
+        true,
+    );
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("conflict with field manager `helm` over `.spec.replicas`"),
+        "{err}"
+    );
+    let (code, _, err) = s.apply(&["--force-conflicts"]);
+    assert_eq!(code, 0, "{err}");
+    let live = s.prod().get(CHAT).expect("live");
+    assert_ne!(live["spec"]["replicas"], json!(7), "berth's value won");
+}
+
+#[test]
+fn prune_deletes_only_stale_berth_objects() {
+    let s = Setup::training(&[]);
+    assert_eq!(s.apply(&[]).0, 0);
+    let configmap = |name: &str, managed: bool| {
+        let mut labels = json!({"berth.dev/target": "dc_frankfurt"});
+        if managed {
+            labels["app.kubernetes.io/managed-by"] = json!("berth");
+        }
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "ml", "labels": labels},
+            "data": {"k": "v"}})
+    };
+    let path = |name: &str| format!("/api/v1/namespaces/ml/configmaps/{name}");
+    for (name, managed) in [("old-workload-placement", true), ("someone-elses", false)] {
+        let answer =
+            s.prod()
+                .apply_as_manager("kubectl", &path(name), configmap(name, managed), true);
+        assert_eq!(answer.status, 201, "{:?}", answer.body);
+    }
+    let (code, _, err) = s.apply(&["--prune", "--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("would prune"), "{err}");
+    assert!(s.prod().get(&path("old-workload-placement")).is_some());
+    let (code, _, err) = s.apply(&["--prune"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("pruned           ConfigMap ml/old-workload-placement"),
+        "{err}"
+    );
+    assert!(s.prod().get(&path("old-workload-placement")).is_none());
+    assert!(
+        s.prod().get(&path("someone-elses")).is_some(),
+        "not berth's"
+    );
+    assert!(s.prod().get(CHAT).is_some(), "in the plan");
+}
+
+#[test]
+fn dry_run_and_diff_write_nothing_and_the_server_validates_every_object() {
+    let s = Setup::training(&[]);
+    // Into namespaces that do not exist yet, a dry run shows every object as created
+    // (the server would refuse a dry run in a missing namespace).
+    let (code, out, err) = s.apply(&["--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("would create"), "{err}");
+    assert!(!has_failures(&err), "{err}\n{out}");
+    assert!(s.prod().get("/api/v1/namespaces/ml").is_none());
+    // With the namespaces there, every rendered object goes through the real server's
+    // admission and validation (`dryRun=All`), and none is refused.
+    for (cluster, ns) in [(s.prod(), "ml"), (s.burst(), "burst")] {
+        let answer = cluster.request(
+            "POST",
+            "/api/v1/namespaces",
+            Some(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})),
+        );
+        assert_eq!(answer.status, 201, "{:?}", answer.body);
+    }
+    let (code, out, err) = s.apply(&["--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!has_failures(&err), "{err}\n{out}");
+    let dry_runs = s
+        .prod()
+        .audit()
+        .into_iter()
+        .filter(|e| e["user"]["username"] == BERTH && e["verb"] == "patch")
+        .filter(|e| e["responseStatus"]["code"] == 200 || e["responseStatus"]["code"] == 201)
+        .filter(|e| {
+            e["requestURI"]
+                .as_str()
+                .is_some_and(|u| u.contains("dryRun=All"))
+        })
+        .count();
+    assert_eq!(
+        dry_runs, 10,
+        "every object of fra-gpu-prod validated by the server"
+    );
+    assert!(
+        s.prod().writes_by(BERTH).is_empty() && s.burst().writes_by(BERTH).is_empty(),
+        "a dry run writes nothing: {:?}",
+        s.prod().writes_by(BERTH)
+    );
+
+    assert_eq!(s.apply(&[]).0, 0);
+    let before = s.prod().writes_by(BERTH).len();
+    let answer = s.prod().apply_as_manager(
+        "berth",
+        "/api/v1/namespaces/ml/configmaps/chat-assistant-placement",
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "chat-assistant-placement", "namespace": "ml"},
+            "data": {"BERTH_TARGET": "somewhere-else"}}),
+        true,
+    );
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    let (code, out, err) = s.berth(&["diff", s.plan(), "--spec", s.spec()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("somewhere-else"), "{out}");
+    assert!(out.contains("chat-assistant-placement"), "{out}");
+    assert_eq!(
+        s.prod().writes_by(BERTH).len(),
+        before,
+        "diff writes nothing"
+    );
+}
+
+/// A copy of the training example whose ranker training runs another image: an earlier
+/// release of the same spec.
+fn earlier_release(dir: &Path) -> PathBuf {
+    let spec = dir.join("earlier");
+    std::fs::create_dir_all(&spec).expect("mkdir");
+    for entry in std::fs::read_dir(TRAINING).expect("example").flatten() {
+        let text = std::fs::read_to_string(entry.path()).expect("read");
+        let text = text.replace(
+            "registry.example.com/search/ranker-train:7.0.1",
+            "registry.example.com/search/ranker-train:6.9.0",
+        );
+        std::fs::write(spec.join(entry.file_name()), text).expect("write");
+    }
+    spec
+}
+
+#[test]
+fn a_changed_job_template_replaces_the_job() {
+    let s = Setup::training(&[]);
+    // The earlier release applied first: its Job's pod template runs the old image, and the
+    // real API server refuses to patch a Job's template in place.
+    let earlier = plan_spec(&earlier_release(&s.fleet.dir));
+    let (code, _, err) = s.berth(&["approve", earlier.plan_arg(), "--by", "ml-platform-leads"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = s.berth(&["apply", earlier.plan_arg(), "--spec", earlier.spec_arg()]);
+    assert_eq!(code, 0, "{err}");
+    let old_uid = s.burst().get(RANKER).expect("earlier job")["metadata"]["uid"].clone();
+
+    let (code, out, err) = s.apply(&["--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("would replace    Job burst/ranker-training"),
+        "{err}"
+    );
+    assert!(out.contains("ranker-train:6.9.0"), "{out}");
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("replaced         Job burst/ranker-training"),
+        "{err}"
+    );
+    let replaced = s.burst().get(RANKER).expect("created again");
+    assert_ne!(replaced["metadata"]["uid"], old_uid, "a new object");
+    assert_eq!(
+        replaced["spec"]["template"]["spec"]["containers"][0]["image"],
+        "registry.example.com/search/ranker-train:7.0.1"
+    );
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("0 changed"), "{err}");
+}
+
+#[test]
+fn wait_ends_when_deployments_are_available_and_jobs_complete() {
+    let s = Setup::training(&[]);
+    let (code, _, err) = s.apply(&["--wait", "--timeout", "240"]);
+    assert_eq!(code, 0, "{err}");
+    let deployment = s.prod().get(CHAT).expect("deployment");
+    assert_eq!(
+        deployment["status"]["availableReplicas"], deployment["spec"]["replicas"],
+        "{deployment}"
+    );
+    let job = s.burst().get(RANKER).expect("job");
+    let complete = job["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Complete" && c["status"] == "True");
+    assert!(complete, "{}", job["status"]);
+    // It followed the rollouts with watches, not by polling: one GET per object (the
+    // apply's), and WATCH requests for the workloads.
+    let requests = |verb: &str, resource: &str| {
+        s.prod()
+            .audit()
+            .iter()
+            .filter(|e| e["user"]["username"] == BERTH && e["verb"] == verb)
+            .filter(|e| e["objectRef"]["resource"] == resource)
+            .count()
+    };
+    assert!(requests("watch", "deployments") >= 1, "watched");
+    assert_eq!(requests("get", "deployments"), 2, "one GET per Deployment");
+}
+
+#[test]
+fn status_reads_gpu_allocation_from_the_schedulers_bindings() {
+    let s = Setup::training(&[]);
+    let (code, _, err) = s.apply(&["--wait", "--timeout", "240"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = s.berth(&["--output", "json", "status", s.plan(), "--spec", s.spec()]);
+    let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+    let plan: Value =
+        serde_json::from_str(&std::fs::read_to_string(&s.planned.plan_path).expect("plan"))
+            .expect("plan json");
+    // Every pool's allocation, as the scheduler bound the pods: the GPUs of the services'
+    // replicas (the Jobs have completed, KWOK playing their kubelets, and hold none).
+    let held = |target: &str, pool: &str| -> u32 {
+        s.planned
+            .ir
+            .workloads
+            .iter()
+            .filter(|w| w.kind != berth_compiler::ir::WorkloadKind::Batch)
+            .flat_map(|w| {
+                let name = w.name.clone();
+                plan["workloads"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(move |p| p["workload"] == name.as_str())
+                    .flat_map(|p| p["placements"].as_array().cloned().unwrap_or_default())
+            })
+            .filter(|p| p["target"] == target && p["pool"] == pool)
+            .map(|p| {
+                (p["replicas"].as_u64().unwrap_or(0) * p["gpus_per_replica"].as_u64().unwrap_or(0))
+                    as u32
+            })
+            .sum()
+    };
+    for cluster in doc["clusters"].as_array().expect("clusters") {
+        for pool in cluster["pools"].as_array().into_iter().flatten() {
+            let expected = held(
+                pool["target"].as_str().unwrap_or(""),
+                pool["pool"].as_str().unwrap_or(""),
+            );
+            assert_eq!(
+                pool["allocated"],
+                json!(expected),
+                "pool {} of {}: {pool}\n{err}",
+                pool["pool"],
+                pool["target"]
+            );
+            assert_eq!(pool["allocatable"], pool["planned_capacity"], "{pool}");
+        }
+        assert!(
+            cluster["pending_gpu_pods"]
+                .as_array()
+                .is_none_or(|p| p.is_empty()),
+            "{cluster}"
+        );
+    }
+    assert_eq!(code, 0, "nothing flagged: {err}\n{out}\n{plan}");
+}
+
+/// A service account in `berth-system` bound to `role` cluster-wide; returns a kubeconfig
+/// path for it on every cluster of the fleet (tokens from the TokenRequest API).
+fn service_account_kubeconfig(s: &Setup, role: Value) -> PathBuf {
+    let mut entries = Vec::new();
+    for cluster in &s.fleet.clusters {
+        let name = role["metadata"]["name"]
+            .as_str()
+            .expect("role name")
+            .to_string();
+        let objects = [
+            (
+                "/api/v1/namespaces/berth-system",
+                json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": "berth-system"}}),
+            ),
+            (
+                "/api/v1/namespaces/berth-system/serviceaccounts/berth",
+                json!({"apiVersion": "v1",
+                "kind": "ServiceAccount", "metadata": {"name": "berth", "namespace": "berth-system"}}),
+            ),
+            (
+                &*format!("/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}"),
+                role.clone(),
+            ),
+            (
+                &*format!("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{name}"),
+                json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": "berth", "namespace": "berth-system"}]}),
+            ),
+        ];
+        for (path, object) in objects {
+            let answer = cluster.apply_as_manager("platform-admin", path, object, true);
+            assert!(answer.status < 300, "{path}: {:?}", answer.body);
+        }
+        let answer = cluster.request(
+            "POST",
+            "/api/v1/namespaces/berth-system/serviceaccounts/berth/token",
+            Some(
+                json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                "spec": {"expirationSeconds": 3600}}),
+            ),
+        );
+        assert_eq!(answer.status, 201, "{:?}", answer.body);
+        let token = answer.body["status"]["token"]
+            .as_str()
+            .expect("token")
+            .to_string();
+        entries.push((
+            cluster.context.clone(),
+            cluster.server(),
+            cluster.pki.ca_cert.clone(),
+            token,
+        ));
+    }
+    let refs: Vec<(&str, &str, &Path, &str)> = entries
+        .iter()
+        .map(|(c, s, ca, t)| (c.as_str(), s.as_str(), ca.as_path(), t.as_str()))
+        .collect();
+    let path = s.fleet.dir.join(format!(
+        "sa-{}.kubeconfig",
+        role["metadata"]["name"].as_str().unwrap_or("role")
+    ));
+    std::fs::write(&path, cluster::kubeconfig(&refs)).expect("write kubeconfig");
+    path
+}
+
+/// The ClusterRole of docs/rbac/berth-clusterrole.yaml.
+fn documented_role() -> Value {
+    let text = std::fs::read_to_string("../docs/rbac/berth-clusterrole.yaml").expect("role file");
+    serde_saphyr::from_str(&text).expect("role YAML")
+}
+
+#[test]
+fn least_privilege_the_documented_role_is_enough() {
+    let s = Setup::training(&[]);
+    let kubeconfig = service_account_kubeconfig(&s, documented_role());
+    let run = |args: &[&str]| berth(&s.fleet, &kubeconfig, args);
+    let base = ["--spec", s.spec()];
+    let with = |verb: &'static str, extra: &[&'static str]| {
+        let mut args = vec![verb, s.plan()];
+        args.extend_from_slice(&base);
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let (code, _, err) = with("apply", &["--prune", "--wait", "--timeout", "240"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = with("diff", &[]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = with("apply", &["--prune"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("0 changed"), "{err}");
+    let (code, out, err) = with("status", &[]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    // The writes were the service account's own.
+    let writes = s
+        .prod()
+        .writes_by("system:serviceaccount:berth-system:berth");
+    assert!(
+        writes
+            .iter()
+            .any(|w| w.contains("/deployments/chat-assistant")),
+        "{writes:?}"
+    );
+}
+
+#[test]
+fn least_privilege_a_missing_verb_is_named() {
+    let s = Setup::training(&[]);
+    let mut role = documented_role();
+    role["metadata"]["name"] = json!("berth-without-job-patch");
+    for rule in role["rules"].as_array_mut().expect("rules") {
+        if rule["resources"] == json!(["jobs"]) {
+            rule["verbs"] = json!(["get", "list", "watch", "delete"]);
+        }
+    }
+    let kubeconfig = service_account_kubeconfig(&s, role);
+    let (code, _, err) = berth(
+        &s.fleet,
+        &kubeconfig,
+        &["apply", s.plan(), "--spec", s.spec()],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("forbidden: may not `patch` `jobs.batch` in namespace `burst`"),
+        "{err}"
+    );
+    // The other cluster, and the rest of this one, are applied regardless.
+    assert!(s.prod().get(CHAT).is_some());
+}
+
+/// The fleet's kubeconfig with `context` sent through `proxy`.
+fn through_proxy(s: &Setup, context: &str, proxy: &cluster::proxy::FaultProxy) -> PathBuf {
+    let servers: Vec<(String, String, PathBuf, String)> = s
+        .fleet
+        .clusters
+        .iter()
+        .map(|c| {
+            let server = if c.context == context {
+                proxy.server()
+            } else {
+                c.server()
+            };
+            (
+                c.context.clone(),
+                server,
+                c.pki.ca_cert.clone(),
+                c.berth_token.clone(),
+            )
+        })
+        .collect();
+    let refs: Vec<(&str, &str, &Path, &str)> = servers
+        .iter()
+        .map(|(c, s, ca, t)| (c.as_str(), s.as_str(), ca.as_path(), t.as_str()))
+        .collect();
+    let path = s
+        .fleet
+        .dir
+        .join(format!("proxied-{}.kubeconfig", proxy.port));
+    std::fs::write(&path, cluster::kubeconfig(&refs)).expect("write kubeconfig");
+    path
+}
+
+#[test]
+fn faults_before_the_real_server_are_retried_and_a_rerun_converges() {
+    use cluster::proxy::{Fault, FaultKind, FaultProxy};
+    let s = Setup::training(&[]);
+    let proxy = FaultProxy::start(s.prod());
+    let kubeconfig = through_proxy(&s, "fra-gpu-prod", &proxy);
+    let apply = |extra: &[&str]| {
+        let mut args = vec!["apply", s.plan(), "--spec", s.spec()];
+        args.extend_from_slice(extra);
+        berth(&s.fleet, &kubeconfig, &args)
+    };
+    let fault = |method, path: &str, kind, times, after_writes| Fault {
+        method,
+        path: Some(path.to_string()),
+        kind,
+        times,
+        after_writes,
+    };
+    // Throttling (honouring Retry-After) and server errors, twice each: retried.
+    proxy.inject(fault(
+        Some("PATCH"),
+        "/configmaps/",
+        FaultKind::Throttle {
+            retry_after_seconds: 1,
+        },
+        2,
+        0,
+    ));
+    proxy.inject(fault(
+        Some("PATCH"),
+        "/deployments/",
+        FaultKind::Status(500),
+        2,
+        0,
+    ));
+    proxy.inject(fault(
+        Some("PATCH"),
+        "/services/",
+        FaultKind::Status(503),
+        2,
+        0,
+    ));
+    let started = std::time::Instant::now();
+    let (code, _, err) = apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "waited as asked"
+    );
+    let patches = proxy
+        .log()
+        .iter()
+        .filter(|l| l.starts_with("PATCH"))
+        .count();
+    assert!(
+        patches >= 3 + 6,
+        "retried: {patches} patches\n{:?}",
+        proxy.log()
+    );
+    assert!(s.prod().get(CHAT).is_some());
+
+    // A server that never recovers: the attempts run out, exit 1, the object named. (An
+    // existing object is first applied as a dry run, to write only what changes.)
+    proxy.inject(fault(
+        Some("PATCH"),
+        "/services/",
+        FaultKind::Status(500),
+        u32::MAX,
+        0,
+    ));
+    let (code, _, err) = apply(&[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(
+            "failed           Service ml/chat-assistant: server answered 500 on all 5 attempts"
+        ),
+        "{err}"
+    );
+    proxy.clear_faults();
+
+    // A connection lost after three writes: what was not sent is listed, a rerun converges.
+    let answer = s.prod().request(
+        "DELETE",
+        "/api/v1/namespaces/ml/configmaps/chat-assistant-placement",
+        None,
+    );
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    let answer = s.prod().request("DELETE", CHAT, None);
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    let writes = proxy.log().len();
+    proxy.inject(Fault {
+        method: None,
+        path: None,
+        kind: FaultKind::Drop,
+        times: u32::MAX,
+        after_writes: 0,
+    });
+    let (code, _, err) = apply(&["--concurrency", "1"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("not applied"), "{err}");
+    assert!(proxy.log().len() > writes, "requests reached the proxy");
+    proxy.clear_faults();
+    let (code, _, err) = apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("created"), "{err}");
+    let (code, _, err) = apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("0 changed"), "{err}");
+
+    // A slow server: every answer 300 ms late, still applied.
+    proxy.inject(Fault {
+        method: None,
+        path: None,
+        kind: FaultKind::Delay(Duration::from_millis(300)),
+        times: u32::MAX,
+        after_writes: 0,
+    });
+    let (code, _, err) = apply(&["--prune"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("0 changed"), "{err}");
+}
+
+/// The benchmark of docs/performance.md: 1,000 objects across 4 real clusters, applied,
+/// then applied again (no-op).
+/// `cargo test -p berth-runtime --test k8s_cluster bench_ -- --ignored --nocapture`
+/// (`BERTH_BENCH_CONCURRENCY`, default 16).
+#[test]
+#[ignore = "benchmark: run explicitly"]
+fn bench_apply_1000_objects_across_4_real_clusters() {
+    use berth_runtime::k8s::apply::{Options, apply_all};
+    use berth_runtime::k8s::kubeconfig::Kubeconfigs;
+    use berth_runtime::k8s::render::{ClusterManifests, Kind, Manifest, Rendered};
+    let specs: Vec<(String, Vec<cluster::nodes::NodeSpec>)> = (0..4)
+        .map(|i| (format!("cluster-{i}"), Vec::new()))
+        .collect();
+    let fleet = Fleet::start(&specs, &[]);
+    let concurrency: usize = std::env::var("BERTH_BENCH_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16);
+    let managed = json!({"app.kubernetes.io/managed-by": "berth", "berth.dev/target": "t"});
+    let clusters = specs
+        .iter()
+        .map(|(context, _)| {
+            let mut manifests = vec![Manifest {
+                kind: Kind::Namespace,
+                namespace: None,
+                name: "bench".to_string(),
+                object: json!({"apiVersion": "v1", "kind": "Namespace",
+                               "metadata": {"name": "bench", "labels": managed}}),
+            }];
+            for i in 0..249 {
+                let name = format!("object-{i:03}");
+                manifests.push(Manifest {
+                    kind: Kind::ConfigMap,
+                    namespace: Some("bench".to_string()),
+                    name: name.clone(),
+                    object: json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": name, "namespace": "bench", "labels": managed},
+                        "data": {"BERTH_WORKLOAD": format!("w{i}"), "BERTH_TARGET": "t"}}),
+                });
+            }
+            ClusterManifests {
+                context: context.clone(),
+                targets: vec!["t".to_string()],
+                manifests,
+            }
+        })
+        .collect();
+    let rendered = Rendered {
+        plan_id: "sha256:bench".to_string(),
+        clusters,
+        others: Vec::new(),
+        idle_targets: Vec::new(),
+        gitops: Vec::new(),
+    };
+    let options = Options {
+        dry_run: false,
+        prune: false,
+        force_conflicts: false,
+        concurrency,
+        wait: None,
+    };
+    let kubeconfigs = std::sync::Arc::new(Kubeconfigs::from_paths(std::slice::from_ref(
+        &fleet.kubeconfig,
+    )));
+    for round in ["first apply", "no-op apply"] {
+        let start = std::time::Instant::now();
+        let reports =
+            cluster::runtime().block_on(apply_all(&rendered, options, kubeconfigs.clone(), false));
+        let elapsed = start.elapsed();
+        let objects: usize = reports.iter().map(|r| r.objects.len()).sum();
+        assert_eq!(objects, 1000);
+        assert!(reports.iter().all(|r| r.error.is_none()));
+        eprintln!(
+            "{round}: {objects} objects on 4 real clusters, concurrency {concurrency}: {elapsed:?}"
+        );
+    }
+}
+
+/// Plan-to-Ready through the command line for the flagship example's Kubernetes placements:
+/// `berth plan` then `berth apply --wait`, timed.
+/// `cargo test -p berth-runtime --test k8s_cluster bench_ -- --ignored --nocapture`
+#[test]
+#[ignore = "benchmark: run explicitly"]
+fn bench_plan_to_ready_three_plants() {
+    let spec = Path::new("../examples/three-plants");
+    let planned = plan_spec(spec);
+    let fleet = Fleet::for_ir(&planned.ir, &[]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let plan = dir.path().join("plan.json");
+    let plan = plan.to_str().expect("utf-8");
+    let spec = spec.to_str().expect("utf-8");
+    let start = std::time::Instant::now();
+    let (code, _, err) = berth(&fleet, &fleet.kubeconfig, &["plan", spec, "-o", plan]);
+    assert_eq!(code, 0, "{err}");
+    let planned_at = start.elapsed();
+    let (code, _, err) = berth(
+        &fleet,
+        &fleet.kubeconfig,
+        &["approve", plan, "--by", "platform-leads"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = berth(
+        &fleet,
+        &fleet.kubeconfig,
+        &["apply", plan, "--spec", spec, "--wait", "--timeout", "300"],
+    );
+    assert!(code == 0 || err.contains("rolled out"), "{err}");
+    eprintln!(
+        "three-plants: planned in {planned_at:?}, Kubernetes placements ready {:?} after `berth plan` started\n{err}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn wait_reports_what_did_not_roll_out_when_the_timeout_ends() {
+    // Clusters whose nodes are gone: the real scheduler binds nothing, nothing becomes
+    // ready.
+    let planned = plan_spec(Path::new(TRAINING));
+    let specs: Vec<(String, Vec<cluster::nodes::NodeSpec>)> = cluster::nodes::contexts(&planned.ir)
+        .into_iter()
+        .map(|c| (c, Vec::new()))
+        .collect();
+    let s = Setup {
+        fleet: Fleet::start(&specs, &[]),
+        planned,
+    };
+    let (code, _, err) = s.berth(&["approve", s.plan(), "--by", "ml-platform-leads"]);
+    assert_eq!(code, 0, "{err}");
+    let started = std::time::Instant::now();
+    let (code, _, err) = s.apply(&["--wait", "--timeout", "3"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("not rolled out   Deployment ml/chat-assistant: 0/"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "not rolled out   Job burst/ranker-training: 0/1 succeeded when the wait ended"
+        ),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the timeout ends the wait"
+    );
+    // And `status` says why: the scheduler found no node, the pods wait for GPUs.
+    s.prod().wait_for(
+        "status listing the waiting pods",
+        Duration::from_secs(60),
+        || {
+            let (code, out, _) =
+                s.berth(&["--output", "json", "status", s.plan(), "--spec", s.spec()]);
+            let doc: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
+            code == 1
+                && doc["clusters"].as_array().into_iter().flatten().any(|c| {
+                    c["context"] == "fra-gpu-prod"
+                        && c["pending_gpu_pods"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .any(|p| p["workload"] == "chat_assistant")
+                })
+        },
+    );
+}
+
+#[test]
+fn a_changed_job_template_is_not_replaced_when_the_job_is_not_berths() {
+    let s = Setup::training(&[]);
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}});
+    assert_eq!(
+        s.prod()
+            .request("POST", "/api/v1/namespaces", Some(ns))
+            .status,
+        201
+    );
+    let job = "/apis/batch/v1/namespaces/ml/jobs/llm-finetune";
+    let theirs = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "llm-finetune", "namespace": "ml"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "theirs", "image": "theirs:1"}]}}}});
+    let answer = s.prod().apply_as_manager("kubectl", job, theirs, true);
+    assert_eq!(answer.status, 201, "{:?}", answer.body);
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("conflict with field manager `kubectl`"),
+        "{err}"
+    );
+    let (code, _, err) = s.apply(&["--force-conflicts"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(
+            "failed           Job ml/llm-finetune: rejected (422): `spec.template` cannot change"
+        ),
+        "{err}"
+    );
+    let live = s.prod().get(job).expect("still there");
+    assert_eq!(
+        live["spec"]["template"]["spec"]["containers"][0]["image"],
+        "theirs:1"
+    );
+    assert!(
+        !s.prod()
+            .writes_by(BERTH)
+            .iter()
+            .any(|w| w.starts_with("delete")),
+        "nothing deleted"
+    );
+}
+
+#[test]
+fn rejected_credentials_are_reported_and_never_printed() {
+    let s = Setup::training(&[]);
+    // The prod cluster's user has a token the server does not accept; two files merged, as
+    // kubectl merges them.
+    const WRONG: &str = "wr0ng-t0ken-also-secret";
+    let prod = s.prod();
+    let burst = s.burst();
+    let wrong = s.fleet.dir.join("wrong.kubeconfig");
+    std::fs::write(
+        &wrong,
+        cluster::kubeconfig(&[(&prod.context, &prod.server(), &prod.pki.ca_cert, WRONG)]),
+    )
+    .expect("write");
+    let right = s.fleet.dir.join("right.kubeconfig");
+    std::fs::write(
+        &right,
+        cluster::kubeconfig(&[(
+            &burst.context,
+            &burst.server(),
+            &burst.pki.ca_cert,
+            &burst.berth_token,
+        )]),
+    )
+    .expect("write");
+    let merged = std::env::join_paths([&wrong, &right]).expect("paths");
+    for output in ["human", "json"] {
+        let (code, out, err) = berth(
+            &s.fleet,
+            Path::new(&merged),
+            &["--output", output, "apply", s.plan(), "--spec", s.spec()],
+        );
+        let all = format!("{out}{err}");
+        assert_eq!(code, 1, "{all}");
+        assert!(
+            all.contains("the server did not accept the credentials"),
+            "{all}"
+        );
+        assert!(!all.contains(WRONG), "credentials in the output:\n{all}");
+    }
+    assert!(
+        s.burst().get(RANKER).is_some(),
+        "the other cluster is applied"
+    );
+}
