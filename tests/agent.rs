@@ -152,7 +152,10 @@ fn serve(
             .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
         return;
     };
-    let etag = format!("\"{}\"", keys::to_hex(&Sha256::digest(&content)));
+    let etag = format!(
+        "\"{}\"",
+        berth_compiler::plan::hex(&Sha256::digest(&content))
+    );
     if header("if-none-match:").as_deref() == Some(etag.as_str()) {
         let _ = write!(
             stream,
@@ -680,7 +683,10 @@ fn model_bytes(size: usize) -> Vec<u8> {
 fn serve_model(served: &Path, size: usize) -> (Vec<u8>, String) {
     let model = model_bytes(size);
     std::fs::write(served.join("model.bin"), &model).expect("model");
-    let digest = format!("sha256:{}", keys::to_hex(&Sha256::digest(&model)));
+    let digest = format!(
+        "sha256:{}",
+        berth_compiler::plan::hex(&Sha256::digest(&model))
+    );
     (model, digest)
 }
 
@@ -1335,7 +1341,10 @@ fn measure_agent_figures() {
     // 2. 100 workloads sharing one cached artifact (file://), process runtime.
     let small = root.join("small.bin");
     std::fs::write(&small, b"weights").expect("small");
-    let small_digest = format!("sha256:{}", keys::to_hex(&Sha256::digest(b"weights")));
+    let small_digest = format!(
+        "sha256:{}",
+        berth_compiler::plan::hex(&Sha256::digest(b"weights"))
+    );
     let workloads = (0..100)
         .map(|i| {
             with_model(

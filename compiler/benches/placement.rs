@@ -102,7 +102,7 @@ fn main() {
     let assembled = solved.plan(at, "sha256:bench", "bench");
     let t_assemble = t.elapsed();
     let t = Instant::now();
-    std::hint::black_box(placement::plan_id(&assembled));
+    std::hint::black_box(berth_compiler::plan::plan_id(&assembled));
     let t_id = t.elapsed();
     println!("assembly {t_assemble:.3?} (of which plan id {t_id:.3?})");
     println!(

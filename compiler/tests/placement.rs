@@ -642,7 +642,7 @@ fn plans_are_deterministic_and_identified_by_their_content() {
     assert_eq!(a, b);
     let p = plan(&ir);
     assert!(p.plan_id.starts_with("sha256:") && p.plan_id.len() == 7 + 64);
-    assert_eq!(p.plan_id, verify::plan_id(&p));
+    assert_eq!(p.plan_id, berth_compiler::plan::plan_id(&p));
     assert_eq!(p.at, "2025-06-04T08:00:00Z");
 }
 

@@ -83,10 +83,16 @@ fn plan_id_ignores_id_and_verification_only() {
     let mut other = plan.clone();
     other.plan_id = "sha256:whatever".into();
     other.verification = Default::default();
-    assert_eq!(verify::plan_id(&plan), verify::plan_id(&other));
-    assert_eq!(verify::plan_id(&plan), plan.plan_id);
+    assert_eq!(
+        berth_compiler::plan::plan_id(&plan),
+        berth_compiler::plan::plan_id(&other)
+    );
+    assert_eq!(berth_compiler::plan::plan_id(&plan), plan.plan_id);
     other.at = "2025-06-07T10:00:01Z".into();
-    assert_ne!(verify::plan_id(&plan), verify::plan_id(&other));
+    assert_ne!(
+        berth_compiler::plan::plan_id(&plan),
+        berth_compiler::plan::plan_id(&other)
+    );
     let hex = plan.plan_id.strip_prefix("sha256:").expect("prefixed");
     assert!(
         hex.len() == 64
@@ -107,7 +113,7 @@ fn mutations() {
         json_patch::patch(&mut doc, &case.patch).expect("patch applies to the base plan");
         let mut plan: Plan = serde_json::from_value(doc).expect("patched plan is still a plan");
         if case.reseal {
-            plan.plan_id = verify::plan_id(&plan);
+            plan.plan_id = berth_compiler::plan::plan_id(&plan);
         }
         let at = match &case.verify_at {
             Some(at) => at.parse().expect("verify_at is RFC 3339"),

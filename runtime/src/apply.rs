@@ -203,22 +203,21 @@ pub fn load_input(args: &PlanArgs) -> Result<Result<PlanInput, Refusal>, InputPr
         return Err(InputProblem::NeedsSpec(args.input.clone()));
     };
     let sources = spec_sources(spec)?;
-    let compiled = driver::compile(&sources);
-    let Some(ir) = compiled.ir else {
-        let errors = compiled.diagnostics.iter().filter(|d| d.is_error()).count();
-        return Ok(Err(Refusal::SpecErrors(errors)));
+    let checked = match driver::reverify(&sources, &plan) {
+        Ok(checked) => checked,
+        Err(driver::ReverifyFailure::Spec(diagnostics)) => {
+            let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+            return Ok(Err(Refusal::SpecErrors(errors)));
+        }
     };
-    let computed = driver::source_digest(&sources);
-    if computed != plan.source_digest {
+    if !checked.digest_matches(&plan) {
         return Ok(Err(Refusal::DigestMismatch {
             recorded: plan.source_digest.clone(),
-            computed,
+            computed: checked.source_digest,
         }));
     }
-    let at = plan.at.parse::<jiff::Timestamp>().ok();
-    let verdict = match at {
-        Some(at) => berth_compiler::verify::verify(&ir, &plan, at)
-            .map_err(|v| v.iter().map(|v| v.to_string()).collect()),
+    let verdict = match checked.verdict {
+        Some(verdict) => verdict.map_err(|v| v.iter().map(|v| v.to_string()).collect()),
         None => Err(vec![format!(
             "the plan instant `{}` is not a time",
             plan.at
@@ -227,6 +226,7 @@ pub fn load_input(args: &PlanArgs) -> Result<Result<PlanInput, Refusal>, InputPr
     if let Err(violations) = verdict {
         return Ok(Err(Refusal::Unverified(violations)));
     }
+    let ir = checked.ir;
     Ok(Ok(PlanInput {
         ir,
         plan,
@@ -246,7 +246,7 @@ fn spec_sources(path: &Path) -> Result<berth_compiler::source::SourceMap, InputP
 
 fn plan_spec(path: &Path) -> Result<Result<PlanInput, Refusal>, InputProblem> {
     let sources = spec_sources(path)?;
-    match driver::plan(&sources, jiff::Timestamp::now()) {
+    match driver::plan(&sources, crate::planning::spec::now()) {
         Ok(planned) => Ok(Ok(PlanInput {
             ir: planned.ir,
             plan: planned.plan,

@@ -9,11 +9,14 @@
 pub mod eval;
 #[doc(hidden)]
 pub mod testkit;
+mod window;
 
 use crate::source::Span;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
+
+pub use window::UnknownZone;
 
 macro_rules! id {
     ($($(#[doc = $d:literal])* $name:ident;)*) => {$(
@@ -520,6 +523,18 @@ impl Selector {
             Selector::Class(c) => w.class == *c,
             Selector::Kind(k) => w.kind == *k,
             Selector::Team(t) => w.team == *t,
+        }
+    }
+}
+
+/// `class experiment`, `kind notebook`, `team research`: how plans, reasons and violations
+/// write a selector.
+impl fmt::Display for Selector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Selector::Class(c) => write!(f, "class {c}"),
+            Selector::Kind(k) => write!(f, "kind {k}"),
+            Selector::Team(t) => write!(f, "team {t}"),
         }
     }
 }

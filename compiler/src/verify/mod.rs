@@ -2,10 +2,12 @@
 //! from the two alone.
 //!
 //! It shares no code with the placement engine and never calls it (an ARCHITECTURE
-//! invariant): technical fit (`fit`), time windows (`window`), capacity ledgers, quotas,
-//! entitlements, spread, isolation, cost and approvals are all recomputed here. Only the
-//! meaning of policy conditions is shared, through [`crate::ir::eval`], because that is the
-//! language's definition rather than a solver decision.
+//! invariant): technical fit (`fit`), capacity ledgers, quotas, entitlements, spread,
+//! isolation, cost and approvals are all recomputed here. Only the language's and the
+//! format's definitions are shared, because they are not solver decisions: what a policy
+//! condition means ([`crate::ir::eval`]), whether a window is in effect
+//! ([`crate::ir::Window::in_effect`]), how a selector is written, which workloads a reclaim
+//! rule covers ([`crate::plan::reclaim_rules`]) and the plan's id ([`crate::plan::plan_id`]).
 //!
 //! Every check runs (none stops the others), so a hand-edited plan gets every problem at
 //! once. `berth plan` runs [`verify`] before writing a plan; `berth verify PLAN --spec DIR`
@@ -13,7 +15,6 @@
 
 mod fit;
 mod violation;
-mod window;
 
 pub use fit::Unfit;
 pub use violation::{
@@ -21,7 +22,7 @@ pub use violation::{
     Violation,
 };
 
-use crate::ir::{Ir, Money, Selector, TargetId, Workload, WorkloadId, eval};
+use crate::ir::{Ir, Money, TargetId, UnknownZone, Workload, WorkloadId, eval};
 use crate::plan::{
     PLAN_FORMAT, Placement, Plan, ReclaimRule, RejectionStage, Verification, WorkloadPlan,
     WorkloadStatus,
@@ -29,9 +30,7 @@ use crate::plan::{
 use crate::source::Span;
 use fit::gpu_units;
 use jiff::Timestamp;
-use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 
 /// One named check over the plan.
 type Check<'a> = (&'static str, fn(&mut Verifier<'a>));
@@ -98,25 +97,6 @@ pub fn verify(ir: &Ir, plan: &Plan, at: Timestamp) -> Result<Verification, Vec<V
     } else {
         Err(v.violations)
     }
-}
-
-/// The plan's identity: `sha256:` and the lowercase hex SHA-256 of the plan serialised with
-/// `serde_json::to_vec` (compact, fields in declaration order) after `plan_id` is set to the
-/// empty string and `verification` to its default (not verified, no checks, no violations).
-pub fn plan_id(plan: &Plan) -> String {
-    let sealed = Plan {
-        plan_id: String::new(),
-        verification: Verification::default(),
-        ..plan.clone()
-    };
-    // Serialising these plain structs cannot fail; an empty hash input would still give a
-    // well-formed (and mismatching) id rather than a panic.
-    let bytes = serde_json::to_vec(&sealed).unwrap_or_default();
-    let mut id = String::from("sha256:");
-    for b in Sha256::digest(&bytes) {
-        let _ = write!(id, "{b:02x}");
-    }
-    id
 }
 
 /// A plan workload resolved to the spec.
@@ -277,7 +257,7 @@ impl<'a> Verifier<'a> {
     }
 
     fn check_plan_id(&mut self) {
-        let computed = plan_id(self.plan);
+        let computed = crate::plan::plan_id(self.plan);
         if computed != self.plan.plan_id {
             self.push(Violation::PlanIdMismatch {
                 recorded: self.plan.plan_id.clone(),
@@ -981,9 +961,9 @@ impl<'a> Verifier<'a> {
         for (i, win) in ir.policy.windows.iter().enumerate() {
             let span = ir.spans.windows.get(i).copied().unwrap_or_default();
             expected.push((win.name.clone(), span));
-            match window::in_effect(win, self.at) {
+            match win.in_effect(self.at) {
                 Ok(state) => states.push(Some(state)),
-                Err(window::UnknownZone) => {
+                Err(UnknownZone) => {
                     states.push(None);
                     found.push(Violation::UnknownTimeZone {
                         window: win.name.clone(),
@@ -1043,7 +1023,7 @@ impl<'a> Verifier<'a> {
                 found.push(Violation::WindowLimitExceeded {
                     policy: limit.policy.clone(),
                     window,
-                    selector: selector_text(&limit.selector),
+                    selector: limit.selector.to_string(),
                     used,
                     max: limit.max_gpu,
                     span: ir.spans.limits.get(i).copied().unwrap_or_default(),
@@ -1331,22 +1311,7 @@ impl<'a> Verifier<'a> {
 
     fn check_reclaims(&mut self) {
         let ir = self.ir;
-        let expected: Vec<ReclaimRule> = ir
-            .policy
-            .reclaims
-            .iter()
-            .map(|rule| ReclaimRule {
-                policy: rule.policy.clone(),
-                selector: selector_text(&rule.selector),
-                idle_after_ns: rule.idle_after,
-                workloads: ir
-                    .workloads
-                    .iter()
-                    .filter(|w| rule.selector.matches(w))
-                    .map(|w| w.name.clone())
-                    .collect(),
-            })
-            .collect();
+        let expected = crate::plan::reclaim_rules(ir);
         let recorded = &self.plan.reclaims;
         let mut found = Vec::new();
         for i in 0..expected.len().max(recorded.len()) {
@@ -1388,15 +1353,6 @@ fn status_name(s: WorkloadStatus) -> &'static str {
 
 fn or_none(s: &Option<String>) -> String {
     s.clone().unwrap_or_else(|| "none".to_owned())
-}
-
-/// `class experiment`, `kind notebook`, `team research` (as the plan's reclaim rules write it).
-fn selector_text(s: &Selector) -> String {
-    match s {
-        Selector::Class(c) => format!("class {c}"),
-        Selector::Kind(k) => format!("kind {k}"),
-        Selector::Team(t) => format!("team {t}"),
-    }
 }
 
 fn data_summary(d: &crate::plan::DataBinding) -> String {

@@ -3,8 +3,8 @@
 //! A key pair is two files: `NAME.key` (the 32-byte secret seed, hex, mode 0600, created
 //! only if absent) and `NAME.pub` (the public key, hex). The secret is never printed.
 
+use berth_compiler::plan::hex;
 use ed25519_dalek::{SigningKey, VerifyingKey};
-use std::fmt::Write as _;
 use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -27,14 +27,6 @@ pub enum KeyError {
     },
     #[error("the operating system gave no randomness: {0}")]
     Random(String),
-}
-
-pub fn to_hex(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
 }
 
 pub fn from_hex(text: &str) -> Option<Vec<u8>> {
@@ -74,16 +66,13 @@ pub fn write_pair(prefix: &Path, key: &SigningKey) -> Result<(PathBuf, PathBuf),
     write(
         &secret,
         0o600,
-        format!("{SECRET_PREFIX}{}\n", to_hex(key.as_bytes())),
+        format!("{SECRET_PREFIX}{}\n", hex(key.as_bytes())),
     )
     .map_err(err(&secret))?;
     write(
         &public,
         0o644,
-        format!(
-            "{PUBLIC_PREFIX}{}\n",
-            to_hex(key.verifying_key().as_bytes())
-        ),
+        format!("{PUBLIC_PREFIX}{}\n", hex(key.verifying_key().as_bytes())),
     )
     .map_err(err(&public))?;
     Ok((secret, public))

@@ -173,7 +173,10 @@ impl Bundle {
         let signature = key.sign(payload.as_bytes());
         SignedBundle {
             format: SIGNED_FORMAT.to_string(),
-            signature: format!("ed25519:{}", keys::to_hex(&signature.to_bytes())),
+            signature: format!(
+                "ed25519:{}",
+                berth_compiler::plan::hex(&signature.to_bytes())
+            ),
             payload,
         }
     }

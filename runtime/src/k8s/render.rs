@@ -27,7 +27,6 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 /// Label keys berth sets (besides [`MANAGED_BY`]).
 pub mod labels {
@@ -441,10 +440,7 @@ pub fn dns_label(raw: &str) -> String {
     }
     if out.len() > 63 {
         let hash = Sha256::digest(raw.as_bytes());
-        let mut suffix = String::new();
-        for b in &hash[..4] {
-            let _ = write!(suffix, "{b:02x}");
-        }
+        let suffix = berth_compiler::plan::hex(&hash[..4]);
         out.truncate(54);
         out = format!("{}-{suffix}", out.trim_end_matches('-'));
     }

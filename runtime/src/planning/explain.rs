@@ -5,7 +5,7 @@
 //!
 //! It plans the spec as `berth plan` does (the same instant gives the same decisions), then
 //! reads the plan; a target a large estate's plan only counts (`others`) is explained by the
-//! engine directly (`Solved::explain`).
+//! engine, from the same solve (`driver::plan_and_explain`).
 
 use super::spec::{self, Spec};
 use crate::cli::Exit;
@@ -14,12 +14,10 @@ use berth_compiler::diagnostics::Label;
 use berth_compiler::diagnostics::render::{Excerpt, render_excerpts};
 use berth_compiler::driver::Planned;
 use berth_compiler::ir::TargetId;
-use berth_compiler::placement;
 use berth_compiler::placement::units::{count, duration};
 use berth_compiler::plan::{Placement, Rejection, SourceRef, WorkloadPlan};
 use berth_compiler::sema::resolve::suggest;
 use berth_compiler::source::{FileId, Span};
-use jiff::Timestamp;
 use serde_json::json;
 use std::io;
 use std::path::PathBuf;
@@ -40,7 +38,15 @@ pub struct ExplainArgs {
 
 /// Runs `berth explain`.
 pub fn run(args: &ExplainArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
-    let (spec, planned, at) = match spec::load_and_plan(&args.spec, args.at.as_deref(), ui)? {
+    let why_not = args
+        .target
+        .as_deref()
+        .map(|target| (args.workload.as_str(), target));
+    let spec::SpecPlanned {
+        spec,
+        planned,
+        why_not: engine_rejection,
+    } = match spec::load_and_plan(&args.spec, args.at.as_deref(), why_not, ui)? {
         Ok(done) => done,
         Err(exit) => return Ok(exit),
     };
@@ -56,7 +62,7 @@ pub fn run(args: &ExplainArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
     let explainer = Explainer {
         spec: &spec,
         planned: &planned,
-        at,
+        engine_rejection,
         workload: wp,
     };
     match &args.target {
@@ -94,7 +100,8 @@ fn unknown<'a>(
 struct Explainer<'a> {
     spec: &'a Spec,
     planned: &'a Planned,
-    at: Timestamp,
+    /// Why the target asked about holds no replica, from the solve that made the plan.
+    engine_rejection: Option<Rejection>,
     workload: &'a WorkloadPlan,
 }
 
@@ -208,9 +215,7 @@ impl Explainer<'_> {
             r.others = 0;
             return Some(r);
         }
-        let ir = &self.planned.ir;
-        let w = ir.workload_by_name(&self.workload.workload)?;
-        placement::solve(ir, &self.spec.sources, self.at).explain(w, t)
+        self.engine_rejection.clone()
     }
 
     fn placed(&self, p: &Placement) -> Excerpt {

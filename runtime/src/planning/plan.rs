@@ -28,10 +28,11 @@ pub struct PlanArgs {
 
 /// Runs `berth plan`.
 pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
-    let (spec, planned, _) = match spec::load_and_plan(&args.spec, args.at.as_deref(), ui)? {
-        Ok(done) => done,
-        Err(exit) => return Ok(exit),
-    };
+    let spec::SpecPlanned { spec, planned, .. } =
+        match spec::load_and_plan(&args.spec, args.at.as_deref(), None, ui)? {
+            Ok(done) => done,
+            Err(exit) => return Ok(exit),
+        };
     // Warnings go to stderr in both modes: stdout holds the plan alone.
     if !planned.warnings.is_empty() {
         ui.err

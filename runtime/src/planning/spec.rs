@@ -7,6 +7,7 @@ use crate::report::{OutputFormat, Ui};
 use berth_compiler::diagnostics::Diagnostic;
 use berth_compiler::diagnostics::render::render_terminal;
 use berth_compiler::driver::{self, PlanFailure, Planned};
+use berth_compiler::plan::Rejection;
 use berth_compiler::source::{SourceMap, Span};
 use berth_compiler::verify::Violation;
 use jiff::Timestamp;
@@ -75,14 +76,25 @@ fn spec_relative_name(root: &Path, file: &Path) -> String {
         .join("/")
 }
 
+/// A spec and its verified plan: what `plan` and `explain` work from.
+pub struct SpecPlanned {
+    pub spec: Spec,
+    pub planned: Planned,
+    /// For `explain W T`: why the engine put no replica of `W` on `T` (see [`load_and_plan`]).
+    pub why_not: Option<Rejection>,
+}
+
 /// What `plan` and `explain` share: the instant (`--at` or now), the spec at `path`, and its
-/// verified plan. Every failure is printed here (a spec with errors: its diagnostics; a plan
-/// the verifier rejects: the violations) and its exit code returned.
+/// verified plan, with — for `explain W T` (`why_not`) — the engine's reason why target `T`
+/// holds no replica of `W`, from the same solve. Every failure is printed here (a spec with
+/// errors: its diagnostics; a plan the verifier rejects: the violations) and its exit code
+/// returned.
 pub fn load_and_plan(
     path: &Path,
     at: Option<&str>,
+    why_not: Option<(&str, &str)>,
     ui: &mut Ui<'_>,
-) -> io::Result<Result<(Spec, Planned, Timestamp), Exit>> {
+) -> io::Result<Result<SpecPlanned, Exit>> {
     let at = match instant(at, ui)? {
         Ok(at) => at,
         Err(exit) => return Ok(Err(exit)),
@@ -91,8 +103,16 @@ pub fn load_and_plan(
         Ok(spec) => spec,
         Err(exit) => return Ok(Err(exit)),
     };
-    match driver::plan(&spec.sources, at) {
-        Ok(planned) => Ok(Ok((spec, planned, at))),
+    let planned = match why_not {
+        None => driver::plan(&spec.sources, at).map(|planned| (planned, None)),
+        Some((workload, target)) => driver::plan_and_explain(&spec.sources, at, workload, target),
+    };
+    match planned {
+        Ok((planned, why_not)) => Ok(Ok(SpecPlanned {
+            spec,
+            planned,
+            why_not,
+        })),
         Err(PlanFailure::Spec(diags)) => {
             ui.diagnostics(&diags, &spec.shown, serde_json::Map::new())?;
             ui.summary(&diags, spec.shown.len())?;
@@ -110,13 +130,17 @@ pub fn load_and_plan(
     }
 }
 
-/// The plan instant: `--at` (RFC 3339 with `Z` or an offset) or now, to the second.
+/// The plan instant when none is given: the clock read once, to the whole second
+/// (`driver::plan_instant_from`). Every command that plans a spec now calls this.
+pub fn now() -> Timestamp {
+    driver::plan_instant_from(Timestamp::now())
+}
+
+/// The plan instant: `--at` (RFC 3339 with `Z` or an offset) or [`now`].
 /// On a malformed value the problem is printed and `Exit::Trouble` returned.
 pub fn instant(at: Option<&str>, ui: &mut Ui<'_>) -> io::Result<Result<Timestamp, Exit>> {
     let Some(text) = at else {
-        // Whole seconds: the plan records the instant, and nobody plans to the nanosecond.
-        let now = Timestamp::now();
-        return Ok(Ok(Timestamp::from_second(now.as_second()).unwrap_or(now)));
+        return Ok(Ok(now()));
     };
     match text.parse::<Timestamp>() {
         Ok(at) => Ok(Ok(at)),

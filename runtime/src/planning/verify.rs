@@ -9,10 +9,8 @@
 use super::spec;
 use crate::cli::Exit;
 use crate::report::{OutputFormat, Ui};
-use berth_compiler::driver;
+use berth_compiler::driver::{self, ReverifyFailure};
 use berth_compiler::plan::{PLAN_FORMAT, Plan};
-use berth_compiler::verify;
-use jiff::Timestamp;
 use serde_json::json;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -46,7 +44,7 @@ pub fn run(args: &VerifyArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
             return Ok(Exit::ErrorsFound);
         }
     };
-    let Ok(at) = plan.at.parse::<Timestamp>() else {
+    if driver::plan_instant(&plan).is_none() {
         ui.problem(
             &format_args!(
                 "the plan's instant `{}` is not an RFC 3339 instant",
@@ -55,20 +53,23 @@ pub fn run(args: &VerifyArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
             Some("`at` records when the plan was made; plan again rather than editing it"),
         )?;
         return Ok(Exit::ErrorsFound);
-    };
+    }
     let spec = match spec::load(&args.spec, ui)? {
         Ok(spec) => spec,
         Err(exit) => return Ok(exit),
     };
-    let compiled = driver::compile(&spec.sources);
-    let Some(ir) = compiled.ir else {
-        ui.diagnostics(&compiled.diagnostics, &spec.shown, serde_json::Map::new())?;
-        ui.summary(&compiled.diagnostics, spec.shown.len())?;
-        return Ok(Exit::ErrorsFound);
+    let checked = match driver::reverify(&spec.sources, &plan) {
+        Ok(checked) => checked,
+        Err(ReverifyFailure::Spec(diagnostics)) => {
+            ui.diagnostics(&diagnostics, &spec.shown, serde_json::Map::new())?;
+            ui.summary(&diagnostics, spec.shown.len())?;
+            return Ok(Exit::ErrorsFound);
+        }
     };
-    let digest = driver::source_digest(&spec.sources);
-    let digest_matches = digest == plan.source_digest;
-    let outcome = verify::verify(&ir, &plan, at);
+    let digest = &checked.source_digest;
+    let digest_matches = checked.digest_matches(&plan);
+    // The instant was checked above.
+    let outcome = checked.verdict.unwrap_or_else(|| Err(Vec::new()));
     let mut extra = serde_json::Map::new();
     extra.insert("plan_id".into(), plan.plan_id.clone().into());
     extra.insert("source_digest_matches".into(), digest_matches.into());
