@@ -2,8 +2,8 @@
 //! fields (with "did you mean"), fields written in the wrong form, duplicates, missing
 //! required fields, and each value against its field's type.
 
+use super::checker::Checker;
 use super::error::SemaError;
-use super::eval::Checker;
 use super::resolve::{ScopeRef, suggest};
 use super::schema::{BlockSchema, Presence, Shape};
 use super::types::{Ty, Val};

@@ -9,8 +9,8 @@
 //! them; [`remap_catalogue`] then numbers the ones actually used densely, in definition order.
 
 use super::body::{Fields, Owner};
+use super::checker::{Catalogued, Checker};
 use super::error::SemaError;
-use super::eval::{Catalogued, Checker};
 use super::resolve::{Def, Typo};
 use super::schema::{self, BlockSchema};
 use super::types::{EnumTy, MapKeyVal, Val};

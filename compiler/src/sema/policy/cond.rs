@@ -1,227 +1,17 @@
-//! Policies: every rule kind checked and lowered, and `deny` conditions type-checked into
-//! [`PolicyExpr`].
-//!
-//! A condition is checked bottom-up with one twist: a bare name that is not in scope (`cloud`,
-//! `confidential`) takes its meaning from the other side of the comparison, so
-//! `target.class == cloud` reads `cloud` as an environment class. Paths under `workload.` and
-//! `target.` come from the tables [`WORKLOAD_PATHS`] and [`TARGET_PATHS`] (also what the
-//! language server completes). Arithmetic is only allowed on constants, which are folded.
+//! Conditions (`deny … when COND`) type-checked bottom-up into [`PolicyExpr`], with bare
+//! names taking their meaning from the other operand and constants folded.
 
-use super::body::{Fields, Owner};
-use super::error::SemaError;
-use super::eval::{Catalogued, Checker};
-use super::lower::{list_of, member_of, str_of, u32_of};
-use super::resolve::{Def, ScopeRef, Typo, suggest};
-use super::schema::{self, BlockSchema};
-use super::types::{Dec, EnumTy, QDim, RefKind, Ty, Val};
+use super::*;
 use crate::ir::*;
+use crate::sema::checker::{Catalogued, Checker};
+use crate::sema::error::SemaError;
+use crate::sema::resolve::{Def, ScopeRef, Typo, suggest};
+use crate::sema::types::{Dec, EnumTy, QDim, RefKind, Ty, Val};
 use crate::source::Span;
-use crate::syntax::ast::{BinaryOp, Body, CompareOp, Expr, ExprKind, Ident, RuleKind, UnaryOp};
-use std::collections::BTreeMap;
-
-/// The type of a value in a condition.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PTy {
-    Bool,
-    Int,
-    Str,
-    Qty(QDim),
-    Enum(EnumTy),
-    List(Box<PTy>),
-    /// A data-set record of `workload.data`.
-    Data,
-    /// An accelerator (its name, at run time).
-    Accelerator,
-}
-
-impl PTy {
-    pub fn describe(&self) -> String {
-        match self {
-            PTy::Bool => "a boolean".into(),
-            PTy::Int => "a number".into(),
-            PTy::Str => "a string".into(),
-            PTy::Qty(d) => d.with_article().into(),
-            PTy::Enum(e) => e.with_article(),
-            PTy::List(t) => format!("a list of {}", t.plural()),
-            PTy::Data => "a data set".into(),
-            PTy::Accelerator => "an accelerator".into(),
-        }
-    }
-
-    fn plural(&self) -> String {
-        match self {
-            PTy::Data => "data sets".into(),
-            PTy::Accelerator => "accelerators".into(),
-            PTy::Enum(EnumTy::EnvClass) => "environment classes".into(),
-            PTy::Str => "strings".into(),
-            other => format!(
-                "{} values",
-                other
-                    .describe()
-                    .trim_start_matches("a ")
-                    .trim_start_matches("an ")
-            ),
-        }
-    }
-
-    /// Whether `a == b` type-checks (strings and accelerator names mix).
-    fn compatible(&self, other: &PTy) -> bool {
-        self == other
-            || matches!(
-                (self, other),
-                (PTy::Str, PTy::Accelerator) | (PTy::Accelerator, PTy::Str)
-            )
-    }
-}
-
-/// A path under `workload.` usable in conditions.
-pub struct PathField<F: 'static> {
-    pub path: &'static str,
-    pub field: F,
-    pub ty: fn() -> PTy,
-    pub doc: &'static str,
-}
-
-pub static WORKLOAD_PATHS: &[PathField<WorkloadField>] = &[
-    PathField {
-        path: "name",
-        field: WorkloadField::Name,
-        ty: || PTy::Str,
-        doc: "The workload's name.",
-    },
-    PathField {
-        path: "release",
-        field: WorkloadField::Release,
-        ty: || PTy::Str,
-        doc: "Its release.",
-    },
-    PathField {
-        path: "image",
-        field: WorkloadField::Image,
-        ty: || PTy::Str,
-        doc: "Its image.",
-    },
-    PathField {
-        path: "kind",
-        field: WorkloadField::Kind,
-        ty: || PTy::Enum(EnumTy::Kind),
-        doc: "Its kind.",
-    },
-    PathField {
-        path: "class",
-        field: WorkloadField::Class,
-        ty: || PTy::Enum(EnumTy::Class),
-        doc: "Its class.",
-    },
-    PathField {
-        path: "team",
-        field: WorkloadField::Team,
-        ty: || PTy::Str,
-        doc: "Its team.",
-    },
-    PathField {
-        path: "identity",
-        field: WorkloadField::Identity,
-        ty: || PTy::Str,
-        doc: "The name of its identity.",
-    },
-    PathField {
-        path: "replicas",
-        field: WorkloadField::Replicas,
-        ty: || PTy::Int,
-        doc: "Its replica count.",
-    },
-    PathField {
-        path: "gpu",
-        field: WorkloadField::Gpu,
-        ty: || PTy::Int,
-        doc: "GPUs per replica.",
-    },
-    PathField {
-        path: "resources.gpu",
-        field: WorkloadField::Gpu,
-        ty: || PTy::Int,
-        doc: "GPUs per replica.",
-    },
-    PathField {
-        path: "connectivity",
-        field: WorkloadField::Connectivity,
-        ty: || PTy::Enum(EnumTy::Connectivity),
-        doc: "The worst link it tolerates.",
-    },
-    PathField {
-        path: "data",
-        field: WorkloadField::Data,
-        ty: || PTy::List(Box::new(PTy::Data)),
-        doc: "Its data sets: records with `name`, `dataset`, `access`, `classification`, `max_latency`.",
-    },
-    PathField {
-        path: "environments",
-        field: WorkloadField::Environments,
-        ty: || PTy::List(Box::new(PTy::Enum(EnumTy::EnvClass))),
-        doc: "Its approved environment classes.",
-    },
-];
-
-pub static TARGET_PATHS: &[PathField<TargetField>] = &[
-    PathField {
-        path: "name",
-        field: TargetField::Name,
-        ty: || PTy::Str,
-        doc: "The target's name.",
-    },
-    PathField {
-        path: "class",
-        field: TargetField::Class,
-        ty: || PTy::Enum(EnumTy::EnvClass),
-        doc: "Its environment class.",
-    },
-    PathField {
-        path: "region",
-        field: TargetField::Region,
-        ty: || PTy::Str,
-        doc: "Its region (never equal to anything when unset).",
-    },
-    PathField {
-        path: "jurisdiction",
-        field: TargetField::Jurisdiction,
-        ty: || PTy::Str,
-        doc: "Its jurisdiction (never equal to anything when unset).",
-    },
-    PathField {
-        path: "connectivity",
-        field: TargetField::Connectivity,
-        ty: || PTy::Enum(EnumTy::Connectivity),
-        doc: "Its WAN link.",
-    },
-    PathField {
-        path: "cost.gpu_hour",
-        field: TargetField::GpuHour,
-        ty: || PTy::Qty(QDim::Money),
-        doc: "Its price per GPU hour (0 when unset).",
-    },
-    PathField {
-        path: "accelerators",
-        field: TargetField::Accelerators,
-        ty: || PTy::List(Box::new(PTy::Accelerator)),
-        doc: "The accelerators of its pools.",
-    },
-];
-
-/// Fields of a data-set record.
-/// A field name and its type.
-pub type DataField = (&'static str, fn() -> PTy);
-
-pub static DATA_FIELDS: &[DataField] = &[
-    ("name", || PTy::Str),
-    ("dataset", || PTy::Str),
-    ("access", || PTy::Enum(EnumTy::Access)),
-    ("classification", || PTy::Enum(EnumTy::Classification)),
-    ("max_latency", || PTy::Qty(QDim::Duration)),
-];
+use crate::syntax::ast::{BinaryOp, CompareOp, Expr, ExprKind, Ident, UnaryOp};
 
 /// A condition sub-expression, typed or still open.
-enum P<'a> {
+pub(super) enum P<'a> {
     Typed(PolicyExpr, PTy),
     /// A bare name not in scope: its meaning comes from the other operand.
     Open(&'a Ident),
@@ -231,11 +21,11 @@ enum P<'a> {
     OpenList(&'a [Expr]),
 }
 
-struct Cond<'c, 'a> {
-    ck: &'c mut Checker<'a>,
-    sc: ScopeRef,
+pub(super) struct Cond<'c, 'a> {
+    pub(super) ck: &'c mut Checker<'a>,
+    pub(super) sc: ScopeRef,
     /// Lambda parameters, innermost last.
-    params: Vec<(&'a str, PTy)>,
+    pub(super) params: Vec<(&'a str, PTy)>,
 }
 
 impl<'a> Cond<'_, 'a> {
@@ -334,7 +124,7 @@ impl<'a> Cond<'_, 'a> {
             ExprKind::Map(_) | ExprKind::Record { .. } | ExprKind::Clock(_) => {
                 self.err(SemaError::TypeMismatch {
                     expected: "a value usable in a condition".into(),
-                    found: super::eval::describe_expr(e),
+                    found: crate::sema::checker::describe_expr(e),
                     span: e.span,
                     help: None,
                     via: None,
@@ -797,7 +587,7 @@ impl<'a> Cond<'_, 'a> {
         }
     }
 
-    fn boolean(&mut self, e: &'a Expr) -> Option<PolicyExpr> {
+    pub(super) fn boolean(&mut self, e: &'a Expr) -> Option<PolicyExpr> {
         match self.infer(e)? {
             P::Typed(x, PTy::Bool) => Some(x),
             P::Typed(_, t) => {
@@ -979,7 +769,7 @@ impl<'a> Cond<'_, 'a> {
             _ => {
                 return self.err(SemaError::TypeMismatch {
                     expected: "a list after `in`".into(),
-                    found: super::eval::describe_expr(rhs),
+                    found: crate::sema::checker::describe_expr(rhs),
                     span: rhs.span,
                     help: None,
                     via: None,
@@ -993,19 +783,19 @@ impl<'a> Cond<'_, 'a> {
     }
 }
 
-fn listing(names: &[&str]) -> String {
+pub(super) fn listing(names: &[&str]) -> String {
     let q: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
     q.join(", ")
 }
 
-fn plural_enum(e: EnumTy) -> String {
+pub(super) fn plural_enum(e: EnumTy) -> String {
     match e {
         EnumTy::EnvClass => "environment classes".into(),
         other => format!("the {} enumeration", other.name()),
     }
 }
 
-fn cmp_op(op: CompareOp) -> CmpOp {
+pub(super) fn cmp_op(op: CompareOp) -> CmpOp {
     match op {
         CompareOp::Eq => CmpOp::Eq,
         CompareOp::Ne => CmpOp::Ne,
@@ -1017,7 +807,7 @@ fn cmp_op(op: CompareOp) -> CmpOp {
 }
 
 /// A plain number as a constant of type `ty` (an integer, or money), when it is one.
-fn number(d: Dec, ty: &PTy) -> Option<PolicyExpr> {
+pub(super) fn number(d: Dec, ty: &PTy) -> Option<PolicyExpr> {
     match ty {
         PTy::Int => d
             .as_int()
@@ -1033,7 +823,7 @@ fn number(d: Dec, ty: &PTy) -> Option<PolicyExpr> {
 }
 
 /// An enum member as a run-time value, for the enumerations conditions can see.
-fn enum_value(e: EnumTy, i: u8) -> Option<Value> {
+pub(super) fn enum_value(e: EnumTy, i: u8) -> Option<Value> {
     let m = e.member(i);
     match e {
         EnumTy::EnvClass => EnvClass::from_name(m).map(Value::EnvClass),
@@ -1044,407 +834,5 @@ fn enum_value(e: EnumTy, i: u8) -> Option<Value> {
         EnumTy::Access => Access::from_name(m).map(Value::Access),
         EnumTy::Classification => Classification::from_name(m).map(Value::Classification),
         _ => Some(Value::Str(m.to_string())),
-    }
-}
-
-/// Checks the body of a policy rule (`quota team("x") { … }`): field paths start afresh,
-/// and missing fields are reported against the rule's kind.
-fn rule_body<'a>(
-    ck: &mut Checker<'a>,
-    body: &'a Body,
-    schema: &'static BlockSchema,
-    sc: ScopeRef,
-    anchor: Span,
-) -> Fields<'a> {
-    ck.path.clear();
-    ck.check_body(body, schema, sc, Owner::Block(schema.name), anchor)
-}
-
-// ---------------------------------------------------------------- rules
-
-/// Lowers every `policy` item, rules in source order, into `ir.policy`.
-pub fn lower_policies<'a>(ck: &mut Checker<'a>, ir: &mut Ir, spans: &mut SpanTable) {
-    // Windows first: a `limit` may name a window written after it.
-    let mut windows: BTreeMap<String, (u32, Span)> = BTreeMap::new();
-    for p in 0..ck.names.policies.len() {
-        let def = &ck.names.policies[p];
-        let (pname, policy) = (def.name.name.clone(), def.policy);
-        for rule in &policy.rules {
-            let RuleKind::Window {
-                name,
-                days,
-                start,
-                end,
-                zone,
-            } = &rule.kind
-            else {
-                continue;
-            };
-            let days = window_days(ck, days);
-            let zone_name = check_zone(ck, &zone.value, zone.span);
-            if start.value.minutes >= 24 * 60 {
-                ck.error(SemaError::InvalidClockRange {
-                    span: start.span,
-                    reason: "a window cannot start at 24:00",
-                });
-            } else if start.value == end.value {
-                ck.error(SemaError::InvalidClockRange {
-                    span: start.span.to(end.span),
-                    reason: "the range is empty: it starts where it ends",
-                });
-            }
-            if let Some((_, first)) = windows.get(&name.name) {
-                ck.error(SemaError::DuplicateDefinition {
-                    name: name.name.clone(),
-                    first: *first,
-                    second: name.span,
-                });
-                continue;
-            }
-            windows.insert(
-                name.name.clone(),
-                (ir.policy.windows.len() as u32, name.span),
-            );
-            ir.policy.windows.push(Window {
-                policy: pname.clone(),
-                name: name.name.clone(),
-                days,
-                start: start.value.minutes,
-                end: end.value.minutes % (24 * 60),
-                zone: zone_name.unwrap_or_else(|| zone.value.clone()),
-            });
-            spans.windows.push(rule.span);
-        }
-    }
-
-    let mut entitled: Vec<(Identity, Span)> = Vec::new();
-    let mut quotas: Vec<(String, Span)> = Vec::new();
-    for p in 0..ck.names.policies.len() {
-        let def = &ck.names.policies[p];
-        let (pname, policy, sc) = (def.name.name.clone(), def.policy, def.scope);
-        for rule in &policy.rules {
-            match &rule.kind {
-                RuleKind::Deny { reason, condition } => {
-                    let mut cond = Cond {
-                        ck,
-                        sc,
-                        params: Vec::new(),
-                    };
-                    let Some(x) = cond.boolean(condition) else {
-                        continue;
-                    };
-                    ir.policy.denies.push(DenyRule {
-                        policy: pname.clone(),
-                        reason: reason.value.clone(),
-                        condition: x,
-                    });
-                    spans.denies.push(rule.span);
-                }
-                RuleKind::Entitle { subject, body } => {
-                    let identity = match ck.check(subject, &Ty::Identity, sc) {
-                        Some(Val::Identity(kind, name)) => Some(Identity { kind, name }),
-                        _ => None,
-                    };
-                    let f = rule_body(ck, body, &schema::ENTITLE, sc, subject.span);
-                    let Some(identity) = identity else { continue };
-                    if let Some((_, first)) = entitled.iter().find(|(i, _)| *i == identity) {
-                        ck.error(SemaError::DuplicateRule {
-                            what: "entitlement",
-                            subject: format!("`{identity}`"),
-                            first: *first,
-                            second: subject.span,
-                        });
-                        continue;
-                    }
-                    entitled.push((identity.clone(), subject.span));
-                    let accelerators = f.has("accelerators").then(|| {
-                        list_of(f.get("accelerators"))
-                            .iter()
-                            .filter_map(|(v, _)| match v {
-                                Val::Item(Def::Const(c), _) => {
-                                    ck.canonical_const(*c).map(AcceleratorId)
-                                }
-                                _ => None,
-                            })
-                            .collect()
-                    });
-                    let environments = f.has("environments").then(|| {
-                        list_of(f.get("environments"))
-                            .iter()
-                            .filter_map(|(v, _)| member_of(Some(v)).and_then(EnvClass::from_name))
-                            .collect()
-                    });
-                    ir.policy.entitlements.push(Entitlement {
-                        policy: pname.clone(),
-                        identity,
-                        max_gpu: u32_of(f.get("gpu")),
-                        accelerators,
-                        environments,
-                    });
-                    spans.entitlements.push(rule.span);
-                }
-                RuleKind::Quota { subject, body } => {
-                    let team = match ck.check(subject, &Ty::Team, sc) {
-                        Some(Val::Team(t)) => Some(t),
-                        _ => None,
-                    };
-                    let f = rule_body(ck, body, &schema::QUOTA, sc, subject.span);
-                    let Some(team) = team else { continue };
-                    if let Some((_, first)) = quotas.iter().find(|(t, _)| *t == team) {
-                        ck.error(SemaError::DuplicateRule {
-                            what: "quota",
-                            subject: format!("team `{team}`"),
-                            first: *first,
-                            second: subject.span,
-                        });
-                        continue;
-                    }
-                    quotas.push((team.clone(), subject.span));
-                    ir.policy.quotas.push(Quota {
-                        policy: pname.clone(),
-                        team,
-                        max_gpu: u32_of(f.get("gpu")).unwrap_or(0),
-                    });
-                    spans.quotas.push(rule.span);
-                }
-                RuleKind::Window { .. } | RuleKind::Error => {}
-                RuleKind::Limit {
-                    selector,
-                    value,
-                    window,
-                    body,
-                } => {
-                    let sel = lower_selector(ck, selector, value, sc);
-                    let win = match windows.get(&window.name) {
-                        Some((id, _)) => Some(WindowId(*id)),
-                        None => {
-                            let names: Vec<&str> = windows.keys().map(String::as_str).collect();
-                            ck.error(SemaError::UnknownName {
-                                name: window.name.clone(),
-                                span: window.span,
-                                expected: "a window".into(),
-                                suggestion: suggest(&window.name, names.into_iter()),
-                                in_module: None,
-                            });
-                            None
-                        }
-                    };
-                    let f = rule_body(ck, body, &schema::LIMIT, sc, selector.span);
-                    let (Some(selector), Some(window)) = (sel, win) else {
-                        continue;
-                    };
-                    ir.policy.limits.push(Limit {
-                        policy: pname.clone(),
-                        selector,
-                        window,
-                        max_gpu: u32_of(f.get("gpu")).unwrap_or(0),
-                    });
-                    spans.limits.push(rule.span);
-                }
-                RuleKind::Approval { condition, body } => {
-                    let above = threshold(
-                        ck,
-                        condition,
-                        "cost_per_day",
-                        &Ty::Money,
-                        "approval",
-                        "approval when cost_per_day > 500",
-                        sc,
-                    );
-                    let f = rule_body(ck, body, &schema::APPROVAL, sc, condition.span);
-                    let approvers: Vec<String> = list_of(f.get("approvers"))
-                        .iter()
-                        .filter_map(|(v, _)| str_of(Some(v)))
-                        .collect();
-                    let Some(above) = above else { continue };
-                    ir.policy.approvals.push(Approval {
-                        policy: pname.clone(),
-                        cost_per_day_above: Money(i64::try_from(above).unwrap_or(i64::MAX)),
-                        approvers,
-                    });
-                    spans.approvals.push(rule.span);
-                }
-                RuleKind::Reclaim {
-                    selector,
-                    value,
-                    condition,
-                } => {
-                    let sel = lower_selector(ck, selector, value, sc);
-                    let idle = threshold(
-                        ck,
-                        condition,
-                        "gpu_idle",
-                        &Ty::Duration,
-                        "reclaim",
-                        "reclaim kind notebook when gpu_idle > 30m",
-                        sc,
-                    );
-                    let (Some(selector), Some(idle)) = (sel, idle) else {
-                        continue;
-                    };
-                    ir.policy.reclaims.push(Reclaim {
-                        policy: pname.clone(),
-                        selector,
-                        idle_after: u64::try_from(idle).unwrap_or(0),
-                    });
-                    spans.reclaims.push(rule.span);
-                }
-            }
-        }
-    }
-}
-
-/// `NAME > value`: the only condition form of `approval` and `reclaim`.
-fn threshold<'a>(
-    ck: &mut Checker<'a>,
-    condition: &'a Expr,
-    name: &str,
-    ty: &Ty,
-    rule: &'static str,
-    form: &'static str,
-    sc: ScopeRef,
-) -> Option<i128> {
-    let ok_shape = match &condition.kind {
-        ExprKind::Binary {
-            op: BinaryOp::Compare(CompareOp::Gt),
-            lhs,
-            rhs,
-        } => match &lhs.kind {
-            ExprKind::Name(id) if id.name == name => Some(rhs),
-            _ => None,
-        },
-        _ => None,
-    };
-    let Some(rhs) = ok_shape else {
-        if !matches!(condition.kind, ExprKind::Error) {
-            ck.error(SemaError::InvalidRuleCondition {
-                rule,
-                span: condition.span,
-                form,
-            });
-        }
-        return None;
-    };
-    match ck.check(rhs, ty, sc)? {
-        Val::Qty(_, x) => Some(x),
-        _ => None,
-    }
-}
-
-fn lower_selector<'a>(
-    ck: &mut Checker<'a>,
-    selector: &Ident,
-    value: &'a Expr,
-    sc: ScopeRef,
-) -> Option<Selector> {
-    match selector.name.as_str() {
-        "class" => match ck.check(value, &Ty::Enum(EnumTy::Class), sc)? {
-            Val::Enum(_, i) => {
-                WorkloadClass::from_name(EnumTy::Class.member(i)).map(Selector::Class)
-            }
-            _ => None,
-        },
-        "kind" => match ck.check(value, &Ty::Enum(EnumTy::Kind), sc)? {
-            Val::Enum(_, i) => WorkloadKind::from_name(EnumTy::Kind.member(i)).map(Selector::Kind),
-            _ => None,
-        },
-        "team" => match &value.kind {
-            // `limit team("research") …` and `limit team "research" …` both read well.
-            ExprKind::Call { .. } => match ck.check(value, &Ty::Team, sc)? {
-                Val::Team(t) => Some(Selector::Team(t)),
-                _ => None,
-            },
-            _ => match ck.check(value, &Ty::Str, sc)? {
-                Val::Str(t) => Some(Selector::Team(t)),
-                _ => None,
-            },
-        },
-        other => {
-            ck.error(SemaError::UnknownSelector {
-                name: other.to_string(),
-                span: selector.span,
-                suggestion: suggest(other, ["class", "kind", "team"].into_iter()),
-            });
-            None
-        }
-    }
-}
-
-/// `weekdays`, `weekends`, `daily` or a list of days, Monday first, without repeats.
-fn window_days(ck: &mut Checker<'_>, days: &Expr) -> Vec<Weekday> {
-    use Weekday::*;
-    match &days.kind {
-        ExprKind::Name(id) => match id.name.as_str() {
-            "weekdays" => vec![Mon, Tue, Wed, Thu, Fri],
-            "weekends" => vec![Sat, Sun],
-            "daily" => Weekday::ALL.to_vec(),
-            other => {
-                let mut candidates = vec!["weekdays", "weekends", "daily"];
-                candidates.extend(EnumTy::Weekday.members());
-                ck.error(SemaError::InvalidDays {
-                    span: days.span,
-                    suggestion: suggest(other, candidates.into_iter()),
-                });
-                Vec::new()
-            }
-        },
-        ExprKind::List(items) => {
-            let mut out: Vec<Weekday> = Vec::new();
-            let mut seen: Vec<(Weekday, Span)> = Vec::new();
-            for item in items {
-                let ExprKind::Name(id) = &item.kind else {
-                    ck.error(SemaError::InvalidDays {
-                        span: item.span,
-                        suggestion: None,
-                    });
-                    continue;
-                };
-                match Weekday::from_name(&id.name) {
-                    Some(d) => {
-                        if let Some((_, first)) = seen.iter().find(|(x, _)| *x == d) {
-                            ck.error(SemaError::DuplicateEntry {
-                                what: "day".into(),
-                                name: id.name.clone(),
-                                first: *first,
-                                second: item.span,
-                            });
-                            continue;
-                        }
-                        seen.push((d, item.span));
-                        out.push(d);
-                    }
-                    None => ck.error(SemaError::InvalidDays {
-                        span: item.span,
-                        suggestion: suggest(&id.name, EnumTy::Weekday.members().iter().copied()),
-                    }),
-                }
-            }
-            out.sort();
-            out
-        }
-        ExprKind::Error => Vec::new(),
-        _ => {
-            ck.error(SemaError::InvalidDays {
-                span: days.span,
-                suggestion: None,
-            });
-            Vec::new()
-        }
-    }
-}
-
-/// The canonical IANA name of `zone`, or a diagnostic.
-fn check_zone(ck: &mut Checker<'_>, zone: &str, span: Span) -> Option<String> {
-    match jiff::tz::db().get(zone) {
-        Ok(tz) => Some(tz.iana_name().unwrap_or(zone).to_string()),
-        Err(_) => {
-            let names: Vec<String> = jiff::tz::db().available().map(|n| n.to_string()).collect();
-            ck.error(SemaError::UnknownTimeZone {
-                zone: zone.into(),
-                span,
-                suggestion: suggest(zone, names.iter().map(String::as_str)),
-            });
-            None
-        }
     }
 }
