@@ -31,7 +31,7 @@ impl Setup {
         let config = kubeconfig(&[("fra-gpu-prod", &prod), ("eks-gpu-burst", &burst)], TOKEN);
         std::fs::write(dir.path().join("kubeconfig"), config).expect("write kubeconfig");
         let loaded = files::load(&[PathBuf::from(SPEC)], &FsReader).expect("load spec");
-        let sources = berth_runtime::planning::spec::relative_sources(Path::new(SPEC), &loaded);
+        let sources = berth_runtime::files::relative_sources(Path::new(SPEC), &loaded);
         let planned = berth_compiler::driver::plan(&sources, AT.parse().expect("at"))
             .unwrap_or_else(|_| panic!("the example plans"));
         let plan = dir.path().join("plan.json");
@@ -467,9 +467,9 @@ fn approval_is_bound_to_the_plan() {
 #[test]
 #[ignore = "benchmark: run explicitly"]
 fn bench_apply_1000_objects_across_4_clusters() {
-    use berth_runtime::k8s::apply::{Options, apply_all};
-    use berth_runtime::k8s::kubeconfig::Kubeconfigs;
-    use berth_runtime::k8s::render::{ClusterManifests, Kind, Manifest, Rendered};
+    use berth_runtime::backends::k8s::apply::{Options, apply_all};
+    use berth_runtime::backends::k8s::kubeconfig::Kubeconfigs;
+    use berth_runtime::backends::k8s::render::{ClusterManifests, Kind, Manifest, Rendered};
     let servers: Vec<TestServer> = (0..4).map(|_| TestServer::start(TOKEN)).collect();
     // A round trip to a real API server takes milliseconds: `BERTH_BENCH_LATENCY_MS` adds
     // that much to every request, which is what the concurrency bound is for.
@@ -619,7 +619,7 @@ fn real_cluster_when_configured() {
     std::fs::create_dir(&spec).expect("mkdir");
     std::fs::write(spec.join("e2e.berth"), real_cluster_spec(&context)).expect("write");
     let loaded = files::load(std::slice::from_ref(&spec), &FsReader).expect("load");
-    let sources = berth_runtime::planning::spec::relative_sources(&spec, &loaded);
+    let sources = berth_runtime::files::relative_sources(&spec, &loaded);
     let planned = berth_compiler::driver::plan(&sources, AT.parse().expect("at"))
         .unwrap_or_else(|e| panic!("the e2e spec plans: {e:?}"));
     assert!(planned.plan.feasible, "the e2e spec places its workload");
@@ -916,7 +916,7 @@ fn status_reports_mig_allocation() {
     );
     std::fs::write(dir.path().join("kubeconfig"), config).expect("write kubeconfig");
     let loaded = files::load(&[PathBuf::from(PEAK)], &FsReader).expect("load spec");
-    let sources = berth_runtime::planning::spec::relative_sources(Path::new(PEAK), &loaded);
+    let sources = berth_runtime::files::relative_sources(Path::new(PEAK), &loaded);
     let planned = berth_compiler::driver::plan(&sources, AT.parse().expect("at"))
         .unwrap_or_else(|_| panic!("the example plans"));
     let plan = dir.path().join("plan.json");
@@ -1023,7 +1023,7 @@ fn arc_targets_are_committed_to_the_gitops_repository() {
     let apply = |replicas: u32, extra: &[&str]| {
         std::fs::write(spec.join("arc.berth"), arc_spec(&repo, replicas)).expect("write");
         let loaded = files::load(std::slice::from_ref(&spec), &FsReader).expect("load");
-        let sources = berth_runtime::planning::spec::relative_sources(&spec, &loaded);
+        let sources = berth_runtime::files::relative_sources(&spec, &loaded);
         let planned = berth_compiler::driver::plan(&sources, AT.parse().expect("at"))
             .unwrap_or_else(|e| panic!("the arc spec plans: {e:?}"));
         let plan = dir.path().join("plan.json");

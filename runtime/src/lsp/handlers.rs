@@ -236,7 +236,7 @@ pub fn hover_off_the_loop(
     std::thread::spawn(move || {
         let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // The runtime owns the clock: the placement shown is the plan as of now.
-            let now = crate::planning::spec::now();
+            let now = crate::commands::spec::now();
             let file = analysis.sources.get(id)?;
             let h = analysis.hover(id, offset, Some(now))?;
             Some(lsp::Hover {
@@ -268,7 +268,7 @@ fn hover(server: &mut Server, at: lsp::TextDocumentPositionParams) -> Option<lsp
     with_doc(server, &at.text_document.uri, |doc| {
         let offset = doc.offset(at.position);
         // The runtime owns the clock: the placement shown is the plan as of now.
-        let now = crate::planning::spec::now();
+        let now = crate::commands::spec::now();
         let h = doc.analysis.hover(doc.file.id, offset, Some(now))?;
         Some(lsp::Hover {
             contents: lsp::HoverContents::Markup(lsp::MarkupContent {

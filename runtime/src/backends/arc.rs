@@ -5,7 +5,7 @@
 //! Not here (yet): ensuring the Flux configuration exists through Azure Resource Manager.
 //! Repository URLs are printed without their user-info part: they may carry a token.
 
-use crate::k8s::render::{GitOpsTarget, Rendered};
+use crate::backends::k8s::render::{GitOpsTarget, Rendered};
 use std::path::Path;
 use std::process::Command;
 

@@ -6,9 +6,8 @@
 //! a full disk leaves either the old text or the new one, never a mix; permissions are kept
 //! and a symlinked source is rewritten at its target. Unchanged files are not written at all.
 
-use crate::cli::Exit;
-use crate::files::Loaded;
-use crate::report::Ui;
+use crate::files::{self, FsReader, Loaded};
+use crate::report::{Exit, Ui};
 use berth_compiler::diagnostics::Diagnostic;
 use berth_compiler::source::{FileId, SourceFile, Span};
 use berth_compiler::syntax::parse_file;
@@ -102,6 +101,22 @@ pub fn write_atomically(path: &Path, text: &str) -> Result<(), WriteError> {
     temp.as_file().sync_all().map_err(fail)?;
     temp.persist(&target).map_err(|e| fail(e.error))?;
     Ok(())
+}
+
+/// Runs `berth fmt [--check] PATH…`: loads the sources, then [`run`].
+pub fn run_paths(paths: &[PathBuf], mode: FmtMode, ui: &mut Ui<'_>) -> io::Result<Exit> {
+    let Some(formatter) = FORMATTER else {
+        ui.problem(
+            &"`berth fmt` is not available in this build: it has no formatter yet",
+            Some("`berth check` still reports syntax errors"),
+        )?;
+        return Ok(Exit::Trouble);
+    };
+    let loaded = match files::load(paths, &FsReader) {
+        Ok(loaded) => loaded,
+        Err(errors) => return super::load_failed(&errors, ui),
+    };
+    run(&loaded, mode, formatter, ui)
 }
 
 /// Runs `berth fmt` over loaded sources.

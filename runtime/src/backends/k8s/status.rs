@@ -6,7 +6,7 @@
 use super::client::{ApiError, Cluster, RetryPolicy};
 use super::kubeconfig::Kubeconfigs;
 use super::render::{self, Kind, labels};
-use crate::cli::Exit;
+use crate::report::Exit;
 use crate::report::{OutputFormat, Ui};
 use berth_compiler::ir::{Ir, Runtime};
 use berth_compiler::plan::Plan;
@@ -70,7 +70,7 @@ pub struct ClusterStatus {
 pub fn run(
     ir: &Ir,
     plan: &Plan,
-    edge: &crate::edge_status::Report,
+    edge: &crate::backends::edge::status::Report,
     ui: &mut Ui<'_>,
 ) -> io::Result<Exit> {
     let rendered = render::render(ir, plan);

@@ -13,7 +13,7 @@ use super::kubeconfig::Kubeconfigs;
 use super::prune;
 use super::render::{ClusterManifests, Kind, Manifest, Rendered};
 use super::rollout::{self, Rollout};
-use crate::cli::Exit;
+use crate::report::Exit;
 use crate::report::{OutputFormat, Ui};
 use futures::stream::{self, StreamExt};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};

@@ -1,9 +1,13 @@
 //! What `plan`, `explain` and `verify` share: loading one spec, the plan instant, and
 //! printing verifier violations.
+//!
+//! A spec is planned with its files named relative to the spec directory (`workloads.berth`,
+//! not `examples/three-plants/workloads.berth`; [`files::relative_sources`]), so the source
+//! digest and every source reference in a plan are the same wherever `berth` is run from
+//! and however the directory is spelled; diagnostics still show the paths as given.
 
-use crate::cli::Exit;
 use crate::files::{self, FsReader};
-use crate::report::{OutputFormat, Ui};
+use crate::report::{Exit, OutputFormat, Ui};
 use berth_compiler::diagnostics::Diagnostic;
 use berth_compiler::diagnostics::render::render_terminal;
 use berth_compiler::driver::{self, PlanFailure, Planned};
@@ -47,33 +51,9 @@ pub fn load(path: &Path, ui: &mut Ui<'_>) -> io::Result<Result<Spec, Exit>> {
         return Ok(Err(Exit::Trouble));
     }
     Ok(Ok(Spec {
-        sources: relative_sources(path, &loaded),
+        sources: files::relative_sources(path, &loaded),
         shown: loaded.sources,
     }))
-}
-
-/// The loaded files of the spec at `root`, named relative to it: what is planned and
-/// digested, so a plan's source digest does not depend on where `berth` runs.
-pub fn relative_sources(root: &Path, loaded: &files::Loaded) -> SourceMap {
-    let mut sources = SourceMap::new();
-    for (file, file_path) in loaded.sources.files().iter().zip(&loaded.paths) {
-        sources.add(spec_relative_name(root, file_path), file.text.clone());
-    }
-    sources
-}
-
-/// `workloads.berth` for `DIR/workloads.berth`, `sub/x.berth` below it, the file name when
-/// the spec is one file; `/` separators on every platform.
-fn spec_relative_name(root: &Path, file: &Path) -> String {
-    let relative = match file.strip_prefix(root) {
-        Ok(rel) if !rel.as_os_str().is_empty() => rel,
-        _ => file.file_name().map_or(file, Path::new),
-    };
-    relative
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy())
-        .collect::<Vec<_>>()
-        .join("/")
 }
 
 /// A spec and its verified plan: what `plan` and `explain` work from.
@@ -235,20 +215,5 @@ mod tests {
         );
         assert!(text.contains("targets.berth:1:8"), "{text}");
         assert!(out.is_empty());
-    }
-
-    #[test]
-    fn names_are_relative_to_the_spec() {
-        let root = Path::new("examples/three-plants");
-        assert_eq!(
-            spec_relative_name(root, &root.join("workloads.berth")),
-            "workloads.berth"
-        );
-        assert_eq!(
-            spec_relative_name(root, &root.join("sub").join("x.berth")),
-            "sub/x.berth"
-        );
-        let file = Path::new("specs/one.berth");
-        assert_eq!(spec_relative_name(file, file), "one.berth");
     }
 }

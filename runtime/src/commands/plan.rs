@@ -5,8 +5,7 @@
 //! I/O problems.
 
 use super::{spec, table};
-use crate::cli::Exit;
-use crate::report::{OutputFormat, Ui};
+use crate::report::{Exit, OutputFormat, Ui};
 use berth_compiler::diagnostics::render::render_terminal;
 use berth_compiler::plan::Plan;
 use std::io::{self, Write};

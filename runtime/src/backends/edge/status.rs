@@ -4,11 +4,11 @@
 //! running replicas per workload, bundle generation, model cache and GPUs. An agent that
 //! cannot be reached or refuses the token is a reported state, with when it was last reached
 //! (remembered under `--agent-seen`), never a failure of the whole command.
-//! [`crate::k8s::status`] prints this report beside the clusters'.
+//! [`crate::backends::k8s::status`] prints this report beside the clusters'.
 //!
 //! Must never: print, log or store the token.
 
-use crate::bundle::Bundle;
+use crate::backends::edge::bundle::Bundle;
 use crate::report::Ui;
 use berth_compiler::ir::{Ir, Runtime};
 use berth_compiler::plan::Plan;

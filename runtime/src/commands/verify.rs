@@ -7,8 +7,7 @@
 //! cannot be read.
 
 use super::spec;
-use crate::cli::Exit;
-use crate::report::{OutputFormat, Ui};
+use crate::report::{Exit, OutputFormat, Ui};
 use berth_compiler::driver::{self, ReverifyFailure};
 use berth_compiler::plan::{PLAN_FORMAT, Plan};
 use serde_json::json;

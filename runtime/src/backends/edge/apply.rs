@@ -1,12 +1,12 @@
 //! `berth apply` for the targets the Kubernetes backend does not handle: edge targets get
 //! signed bundles published to a bundle store, `local` targets run in an agent embedded in
-//! this process (foreground, until Ctrl-C or `--run-for`). Called by [`crate::apply`] once
+//! this process (foreground, until Ctrl-C or `--run-for`). Called by [`crate::commands::apply`] once
 //! the plan has passed its refusals.
 
-use crate::agent::{self, Agent, Config, Feed, GpuChoice};
-use crate::bundle::store::Location;
-use crate::bundle::{Bundle, TargetKind, keys};
-use crate::cli::Exit;
+use crate::agent::{Agent, Config, Feed, GpuChoice};
+use crate::backends::edge::bundle::store::Location;
+use crate::backends::edge::bundle::{Bundle, TargetKind, keys};
+use crate::report::Exit;
 use crate::report::Ui;
 use berth_compiler::ir::Ir;
 use berth_compiler::plan::Plan;
@@ -57,7 +57,7 @@ fn placed(plan: &Plan, target: &str) -> bool {
 
 /// Publishes edge bundles and runs local targets of `plan`.
 pub fn run(ir: &Ir, plan: &Plan, args: &EdgeArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
-    let Some(runtime) = agent::cli::async_runtime(ui)? else {
+    let Some(runtime) = crate::tasks::async_runtime(ui)? else {
         return Ok(Exit::Trouble);
     };
     let signing = match &args.key {
@@ -91,10 +91,12 @@ pub fn run(ir: &Ir, plan: &Plan, args: &EdgeArgs, ui: &mut Ui<'_>) -> io::Result
                         let address = location
                             .publish(&client, &target.name, &bundle.sign(key))
                             .await?;
-                        Ok::<_, crate::bundle::store::StoreError>(Outcome::Published {
-                            generation,
-                            address,
-                        })
+                        Ok::<_, crate::backends::edge::bundle::store::StoreError>(
+                            Outcome::Published {
+                                generation,
+                                address,
+                            },
+                        )
                     });
                     published.unwrap_or_else(|e| {
                         exit = Exit::Trouble;
@@ -237,7 +239,7 @@ async fn run_locals(
     ui.err.flush()?;
     match run_for {
         Some(d) => tokio::time::sleep(d).await,
-        None => agent::cli::shutdown_signal().await,
+        None => crate::tasks::shutdown_signal().await,
     }
     let _ = stop.send(true);
     for task in tasks {

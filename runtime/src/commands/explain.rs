@@ -8,8 +8,7 @@
 //! engine, from the same solve (`driver::plan_and_explain`).
 
 use super::spec::{self, Spec};
-use crate::cli::Exit;
-use crate::report::{OutputFormat, Ui};
+use crate::report::{Exit, OutputFormat, Ui};
 use berth_compiler::diagnostics::Label;
 use berth_compiler::diagnostics::render::{Excerpt, render_excerpts};
 use berth_compiler::driver::Planned;

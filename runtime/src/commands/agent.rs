@@ -1,24 +1,14 @@
-//! `berth keys generate` and `berth agent`: argument types and the commands.
+//! `berth agent`: the edge agent ([`crate::agent`]) run in the foreground, its API served
+//! over HTTP or TLS, until SIGTERM or SIGINT.
 
-use super::{Agent, Config, Feed, GpuChoice};
-use crate::bundle::keys;
-use crate::cli::Exit;
-use crate::report::Ui;
+use crate::agent::{Agent, Config, Feed, GpuChoice, api, tls};
+use crate::backends::edge::bundle::keys;
+use crate::report::{Exit, Ui};
+use crate::tasks::{async_runtime, shutdown_signal};
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
-
-#[derive(Debug, clap::Subcommand)]
-pub enum KeysCommand {
-    /// Make an ed25519 key pair for signing bundles: PREFIX.key (secret, mode 0600, never
-    /// printed) and PREFIX.pub (give it to agents as --trust).
-    Generate {
-        /// Path prefix of the two files, e.g. `keys/control-plane`.
-        #[arg(value_name = "PREFIX")]
-        prefix: PathBuf,
-    },
-}
 
 #[derive(Debug, clap::Args)]
 pub struct AgentArgs {
@@ -69,33 +59,12 @@ pub struct AgentArgs {
     pub gpu_record_interval: f64,
 }
 
-pub fn keys(command: KeysCommand, ui: &mut Ui<'_>) -> io::Result<Exit> {
-    let KeysCommand::Generate { prefix } = command;
-    let written = keys::generate().and_then(|key| keys::write_pair(&prefix, &key));
-    match written {
-        Ok((secret, public)) => {
-            ui.status(&format_args!(
-                "wrote the secret key to `{}` (mode 0600) and the public key to `{}`",
-                secret.display(),
-                public.display()
-            ))?;
-            Ok(Exit::Clean)
-        }
-        Err(e) => {
-            ui.problem(
-                &e,
-                Some("choose a prefix whose .key and .pub files do not exist"),
-            )?;
-            Ok(Exit::Trouble)
-        }
-    }
-}
-
 fn seconds(s: f64) -> Duration {
     Duration::try_from_secs_f64(s.max(0.01)).unwrap_or(Duration::from_secs(1))
 }
 
-pub fn agent(args: AgentArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
+/// Runs `berth agent`: the edge agent in the foreground until SIGTERM or SIGINT.
+pub fn run(args: AgentArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
     let trust = match keys::read_verifying(&args.trust) {
         Ok(key) => key,
         Err(e) => {
@@ -127,7 +96,7 @@ pub fn agent(args: AgentArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         }
     };
     let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => match super::tls::server_config(cert, key) {
+        (Some(cert), Some(key)) => match tls::server_config(cert, key) {
             Ok(config) => Some(config),
             Err(e) => {
                 ui.problem(&e, Some("--tls-cert and --tls-key take PEM files"))?;
@@ -177,15 +146,15 @@ pub fn agent(args: AgentArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         let address = listener.local_addr()?;
         let (api, scheme) = match tls {
             Some(config) => (
-                tokio::spawn(super::api::serve(
-                    super::tls::TlsListener::new(listener, config),
+                tokio::spawn(api::serve(
+                    tls::TlsListener::new(listener, config),
                     agent.clone(),
                     token,
                 )),
                 "https",
             ),
             None => (
-                tokio::spawn(super::api::serve(listener, agent.clone(), token)),
+                tokio::spawn(api::serve(listener, agent.clone(), token)),
                 "http",
             ),
         };
@@ -204,38 +173,4 @@ pub fn agent(args: AgentArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         ui.status(&"agent stopped")?;
         Ok(Exit::Clean)
     })
-}
-
-/// The async runtime of the agent and of `berth apply` (two workers: the agent mostly waits),
-/// or `None` after saying why there is none.
-pub fn async_runtime(ui: &mut Ui<'_>) -> io::Result<Option<tokio::runtime::Runtime>> {
-    match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(r) => Ok(Some(r)),
-        Err(e) => {
-            ui.problem(&format_args!("cannot start the async runtime: {e}"), None)?;
-            Ok(None)
-        }
-    }
-}
-
-/// Completes on SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-        }
-        // Without signal handling the agent runs until killed.
-        _ => std::future::pending().await,
-    }
 }
