@@ -12,11 +12,20 @@ use crate::placement;
 use crate::plan::{Plan, Rejection};
 use crate::sema;
 use crate::source::{FileId, SourceMap};
-use crate::syntax::{Parsed, parse_file};
-use crate::verify::{self, Violation};
+use crate::syntax::Parsed;
+use crate::verify;
 use jiff::Timestamp;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
+
+// What the command line needs of the stages beyond the driver's own functions: the input
+// limit it reads files against, parsing and formatting one file (`berth fmt`), the IR as
+// JSON (`berth check --emit ir`), and the verifier's findings (`PlanFailure::Unverified`).
+pub use crate::sema::ir_to_json;
+pub use crate::syntax::format::format_file;
+pub use crate::syntax::limits::MAX_FILE_BYTES;
+pub use crate::syntax::parse_file;
+pub use crate::verify::Violation;
 
 /// The compiler's version, recorded in every plan.
 pub const COMPILER_VERSION: &str = env!("CARGO_PKG_VERSION");

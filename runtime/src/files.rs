@@ -10,8 +10,8 @@
 //! unreadable, larger than [`MAX_FILE_BYTES`] (checked before reading the whole file) or not
 //! UTF-8 (with the byte offset and line of the first invalid byte).
 
+use berth_compiler::driver::MAX_FILE_BYTES;
 use berth_compiler::source::{FileId, SourceMap};
-use berth_compiler::syntax::limits::MAX_FILE_BYTES;
 use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};

@@ -51,7 +51,7 @@ fn check_emit_ir(
     };
     let compiled = berth_compiler::driver::compile_spec(&loaded.sources, spec);
     if let Some(ir) = &compiled.ir {
-        writeln!(ui.out, "{}", berth_compiler::sema::ir_to_json(ir))?;
+        writeln!(ui.out, "{}", berth_compiler::driver::ir_to_json(ir))?;
     }
     // Stdout holds the IR: diagnostics go to stderr as for people, whatever `--output` says.
     let mut human = Ui {

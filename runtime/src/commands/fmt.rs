@@ -9,8 +9,8 @@
 use crate::files::{self, FsReader, Loaded};
 use crate::report::{Exit, Ui};
 use berth_compiler::diagnostics::Diagnostic;
+use berth_compiler::driver::parse_file;
 use berth_compiler::source::{FileId, SourceFile, Span};
-use berth_compiler::syntax::parse_file;
 use serde_json::Value;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -21,7 +21,7 @@ pub type FormatFn = fn(&str) -> Result<String, Vec<Diagnostic>>;
 
 /// The formatter `berth fmt` runs. `None` would make the command say it has no formatter and
 /// exit 2 (a build without one).
-pub const FORMATTER: Option<FormatFn> = Some(berth_compiler::syntax::format::format_file);
+pub const FORMATTER: Option<FormatFn> = Some(berth_compiler::driver::format_file);
 
 /// What `berth fmt` does with files whose layout is not canonical.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

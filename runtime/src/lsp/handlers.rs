@@ -4,10 +4,10 @@
 use super::STD_SOURCE_METHOD;
 use super::convert::{self, std_file, std_uri};
 use super::state::Server;
+use berth_compiler::driver::format_file;
+use berth_compiler::ide::stdlib;
 use berth_compiler::ide::{self, Analysis, CompletionKind, SymbolKind, TokenClass};
-use berth_compiler::sema::stdlib;
 use berth_compiler::source::{FileId, SourceFile, Span};
-use berth_compiler::syntax::format::format_file;
 use lsp_server::{ErrorCode, Notification, Request, Response};
 use lsp_types as lsp;
 use lsp_types::notification::{
