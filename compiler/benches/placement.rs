@@ -4,10 +4,10 @@
 //!
 //! `cargo bench -p berth-compiler --bench placement [-- WORKLOADS TARGETS [RUNS]]`
 
-use berth_compiler::ir::testkit::{EstateShape, estate};
 use berth_compiler::placement::{self, eligibility::EligibilityMatrix, index::EstateIndex};
 use berth_compiler::plan::WorkloadStatus;
 use berth_compiler::source::SourceMap;
+use berth_compiler::testing::ir::{EstateShape, estate};
 use std::time::{Duration, Instant};
 use support::{best, cpu_time, peak_rss};
 

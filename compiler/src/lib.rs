@@ -13,8 +13,8 @@ pub mod sema;
 pub mod source;
 mod splitmix;
 pub mod syntax;
-#[doc(hidden)]
-pub mod testgen;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod verify;
 
 pub use driver::{CheckOutput, check};

@@ -2,7 +2,6 @@
 //! asserts the decision *and* the reason given for it, and every plan must pass the
 //! independent verifier.
 
-use berth_compiler::ir::testkit::{IrBuilder, expr, gib, ms};
 use berth_compiler::ir::{
     Classification, Connectivity, EnvClass, Ir, Maturity, Money, Selector, Weekday, WorkloadClass,
     WorkloadKind,
@@ -10,6 +9,7 @@ use berth_compiler::ir::{
 use berth_compiler::placement;
 use berth_compiler::plan::{Plan, Rejection, RejectionStage, WorkloadPlan, WorkloadStatus};
 use berth_compiler::source::SourceMap;
+use berth_compiler::testing::ir::{IrBuilder, expr, gib, ms};
 use berth_compiler::verify;
 use jiff::Timestamp;
 

@@ -7,8 +7,6 @@
 //! diagnostics, `explain` and the plan's rejection reasons.
 
 pub mod eval;
-#[doc(hidden)]
-pub mod testkit;
 mod window;
 
 use crate::source::Span;

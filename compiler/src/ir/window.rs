@@ -53,7 +53,7 @@ fn weekday(d: jiff::civil::Weekday) -> Weekday {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::testkit::IrBuilder;
+    use crate::testing::ir::IrBuilder;
 
     fn window(days: &[Weekday], start: &str, end: &str, zone: &str) -> Window {
         let ir = IrBuilder::new().window("w", days, start, end, zone).build();

@@ -978,7 +978,7 @@ impl Assignment {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::testkit::IrBuilder;
+    use crate::testing::ir::IrBuilder;
 
     fn run(ir: &Ir) -> (EstateIndex, Assignment) {
         let index = EstateIndex::build(ir);

@@ -370,8 +370,8 @@ pub fn cpu_variant(ir: &Ir, w: &Workload) -> Option<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::testkit::{IrBuilder, gib, ms};
     use crate::ir::{Classification, Connectivity, Maturity};
+    use crate::testing::ir::{IrBuilder, gib, ms};
 
     fn verdicts(ir: &Ir) -> Vec<Vec<Option<Reason>>> {
         let index = EstateIndex::build(ir);

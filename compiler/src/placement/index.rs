@@ -272,7 +272,7 @@ fn pool_kind(ir: &Ir, p: &crate::ir::Pool) -> (PoolKind, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::testkit::{IrBuilder, gib, ms};
+    use crate::testing::ir::{IrBuilder, gib, ms};
 
     #[test]
     fn pools_kinds_offers_and_regions() {

@@ -15,10 +15,9 @@ pub mod assign;
 pub mod eligibility;
 pub mod index;
 pub mod infeasible;
-pub mod planted;
 pub mod policy;
 pub mod reasons;
-mod tally;
+pub(crate) mod tally;
 pub mod units;
 pub mod verdict;
 

@@ -1255,7 +1255,7 @@ mod tests {
     #[test]
     fn fast_and_diagnostic_passes_build_the_same_tree() {
         let texts = [
-            crate::testgen::spec(300),
+            crate::testing::specs::spec(300),
             "const p = (\"paren\")\nconst q = [(\"a\"), \"b\", \"\"]\nconst r = {\"k\": (\"v\")}"
                 .to_string(),
             "policy p { deny \"r\" when a window w = daily 00:00..24:00 in \"UTC\" }".to_string(),

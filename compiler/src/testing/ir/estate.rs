@@ -5,10 +5,10 @@
 //! factories with L4s, edge boxes with Jetsons, confidential data, team quotas, a peak
 //! window) with enough tension that capacity, quotas and policy all bite.
 
-use super::super::*;
 #[cfg(test)]
 use super::money;
 use super::{GIB, IrBuilder, expr};
+use crate::ir::*;
 use crate::splitmix::SplitMix64;
 
 /// How big an estate to generate.

@@ -14,12 +14,12 @@
 //!
 //! Not part of the pipeline: nothing in `berth plan` calls it.
 
-use super::assign::{self, NO_POOL, Opt};
-use super::eligibility::{EligibilityMatrix, gpu_units};
-use super::index::EstateIndex;
-use super::policy::PolicyContext;
-use super::tally::{add_count, count};
 use crate::ir::Ir;
+use crate::placement::assign::{self, NO_POOL, Opt};
+use crate::placement::eligibility::{EligibilityMatrix, gpu_units};
+use crate::placement::index::EstateIndex;
+use crate::placement::policy::PolicyContext;
+use crate::placement::tally::{add_count, count};
 use crate::splitmix::SplitMix64;
 use jiff::Timestamp;
 

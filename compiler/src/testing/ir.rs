@@ -13,7 +13,8 @@ mod estate;
 
 pub use estate::{EstateShape, estate, scale_cpu_memory_and_caps, scale_gpu_pools};
 
-use super::*;
+use crate::ir::*;
+use std::collections::BTreeMap;
 
 const GIB: u64 = 1 << 30;
 
@@ -683,7 +684,7 @@ fn pool(name: &str, count: u32, mig: Option<String>) -> Pool {
 
 /// Policy expression helpers: `workload.<f>`, `target.<f>`, constants and operators.
 pub mod expr {
-    use super::super::*;
+    use crate::ir::*;
 
     pub fn w(f: WorkloadField) -> PolicyExpr {
         PolicyExpr::Workload(f)
