@@ -6,6 +6,9 @@
 //! [`Span`]s. Every query works on any text (a broken file still has a tree with holes) and
 //! answers `None` or nothing rather than failing.
 
+// INVARIANT: a `Def`'s index is its definition's position in the table of `names` it names.
+#![allow(clippy::indexing_slicing)]
+
 pub mod locate;
 
 /// The embedded standard library's files (their ids and names), which definitions may

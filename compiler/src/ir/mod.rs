@@ -6,6 +6,10 @@
 //! a deterministic order. No spans in the hot fields: [`SpanTable`] maps back to source for
 //! diagnostics, `explain` and the plan's rejection reasons.
 
+// INVARIANT: these accessors take ids issued for this IR's own tables (`WorkloadId(i)` for
+// `workloads[i]`, …); an id of another IR is a bug in the caller.
+#![allow(clippy::indexing_slicing)]
+
 pub mod eval;
 mod window;
 

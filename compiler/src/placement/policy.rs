@@ -14,6 +14,13 @@
 //! `target.<f>`) the condition mentions evaluate identically, so `holds` runs once per
 //! distinct group pair, on representatives.
 
+// INVARIANT: every index is a dense id of the IR being placed (workload < `ir.workloads.len()`,
+// target < `ir.targets.len()`, a pool < its target's pools) or a position in a table the solver
+// sized from those counts when it built it (`EstateIndex`, `EligibilityMatrix`, `Assignment`'s
+// options and slots, the ledgers); nothing from user text indexes here. Indexing is the hot
+// path; the property tests and planted estates run it over generated estates.
+#![allow(clippy::indexing_slicing)]
+
 use super::eligibility::{EligibilityMatrix, FitTable, PoolFit, gpu_units};
 use super::index::EstateIndex;
 use super::verdict::{Cell, Reason, Verdict};

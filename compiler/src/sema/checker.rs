@@ -11,6 +11,11 @@
 //! through a constant and does not fit is reported where the constant is used, with a label
 //! at its definition.
 
+// INVARIANT: const ids are positions in `names.consts`, and `consts` and `catalogue` are sized
+// from it when the checker is built; `const_stack[start..]` starts where `position` found the
+// constant; a module path is never empty; unit ids come from resolve's `units`.
+#![allow(clippy::indexing_slicing)]
+
 use super::body::Owner;
 use super::error::SemaError;
 use super::resolve::{Def, Names, ScopeRef, Typo, suggest};

@@ -16,6 +16,9 @@
 //! Skipping always jumps over whole balanced groups, using the delimiter matching from the
 //! prepass, so one mistake never turns into a cascade.
 
+// INVARIANT: `tokens[MAX_TOKENS]` is read only when there are more than `MAX_TOKENS` tokens.
+#![allow(clippy::indexing_slicing)]
+
 use super::ast::{
     BinaryOp, Body, CompareOp, ConstItem, Decl, DeclKind, Entry, EntryKind, Expr, ExprKind, Ident,
     Item, ItemKind, MapEntry, MapKey, PolicyItem, Rule, RuleKind, SourceFileAst, Spanned, StrLit,

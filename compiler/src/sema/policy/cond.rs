@@ -1,6 +1,11 @@
 //! Conditions (`deny … when COND`) type-checked bottom-up into [`PolicyExpr`], with bare
 //! names taking their meaning from the other operand and constants folded.
 
+// INVARIANT: `depth` counts lambda parameters from the innermost, found in `params`; catalogue
+// ids index the catalogue sized from `names.consts`; a path has a segment at least, and
+// `params[0]` is read under `params.len() == 1`.
+#![allow(clippy::indexing_slicing)]
+
 use super::*;
 use crate::ir::*;
 use crate::sema::checker::{Catalogued, Checker};

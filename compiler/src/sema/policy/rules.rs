@@ -1,5 +1,8 @@
 //! Every rule kind of a `policy` checked and lowered into `ir.policy`, in source order.
 
+// INVARIANT: `p` runs over `0..ck.names.policies.len()`.
+#![allow(clippy::indexing_slicing)]
+
 use super::cond::Cond;
 use super::window::{check_zone, window_days};
 use crate::ir::*;

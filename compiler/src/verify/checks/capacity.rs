@@ -1,5 +1,9 @@
 //! Capacity: the verifier's own ledgers per pool and per target, against capacity and against the plan's ledgers.
 
+// INVARIANT: targets and pool indices come from `Placed`, resolved by name against this IR;
+// nothing from the plan indexes unchecked.
+#![allow(clippy::indexing_slicing)]
+
 use crate::ir::{TargetId, WorkloadId};
 use crate::source::Span;
 use crate::verify::*;

@@ -1,5 +1,8 @@
 //! Cost and approval: each placement's cost and the approvals it needs.
 
+// INVARIANT: placement ids come from `Placed`, resolved by name against this IR.
+#![allow(clippy::indexing_slicing)]
+
 use crate::ir::{Money, WorkloadId};
 use crate::verify::*;
 

@@ -1,5 +1,8 @@
 //! The plan as a document: its format, instant, id, and the names it uses resolved to the spec.
 
+// INVARIANT: target ids come from `target_by_name` on this IR.
+#![allow(clippy::indexing_slicing)]
+
 use crate::ir::WorkloadId;
 use crate::plan::{PLAN_FORMAT, Placement, WorkloadPlan};
 use crate::source::Span;

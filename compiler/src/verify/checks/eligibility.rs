@@ -1,5 +1,8 @@
 //! Each placement: a candidate of its workload, technically eligible (fit, variant, data, services) as the plan records.
 
+// INVARIANT: placement ids come from `Placed`, resolved by name against this IR.
+#![allow(clippy::indexing_slicing)]
+
 use crate::verify::fit::gpu_units;
 use crate::verify::*;
 use std::collections::BTreeSet;

@@ -1,5 +1,9 @@
 //! Policy: denies, entitlements, quotas, windows and window limits.
 
+// INVARIANT: placement ids come from `Placed`, resolved by name against this IR; `expected` has
+// one entry per IR window, the list `i` is a position in.
+#![allow(clippy::indexing_slicing)]
+
 use crate::ir::{TargetId, UnknownZone, WorkloadId, eval};
 use crate::verify::*;
 use std::collections::BTreeSet;

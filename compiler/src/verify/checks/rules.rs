@@ -1,5 +1,8 @@
 //! Placement rules: spread and isolation.
 
+// INVARIANT: targets and pool indices come from `Placed`, resolved by name against this IR.
+#![allow(clippy::indexing_slicing)]
+
 use crate::ir::{TargetId, WorkloadId};
 use crate::verify::*;
 use std::collections::{BTreeMap, BTreeSet};
