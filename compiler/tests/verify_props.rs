@@ -15,7 +15,7 @@ use jiff::Timestamp;
 use proptest::prelude::*;
 use serde_json::Value;
 
-const BASE: &str = include_str!("verify/base.plan.json");
+const BASE: &str = include_str!("data/verify/base.plan.json");
 
 fn base_plan() -> Plan {
     serde_json::from_str(BASE).expect("base plan")
