@@ -1,12 +1,11 @@
 //! `berth approve PLAN --by NAME`: records an approval of a saved plan's placements that
 //! await one, in `PLAN.approval.json`, bound to the plan's id (void for any other plan).
 
-use super::input::{InputProblem, input_problem};
+use super::input::{APPROVAL_FORMAT, ApprovalRecord, InputProblem, approval_path, input_problem};
 use crate::report::{Exit, Ui};
 use berth_compiler::plan::Plan;
-use serde::{Deserialize, Serialize};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ApproveArgs {
@@ -16,27 +15,6 @@ pub struct ApproveArgs {
     /// Who approves (must be one of the approvers the policy names, when it names any).
     #[arg(long, value_name = "NAME")]
     pub by: String,
-}
-
-/// What an approval file holds: who approved which plan.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ApprovalRecord {
-    /// Always `berth.approval/v1`.
-    pub format: String,
-    /// The approved plan's id: the approval is void for any other plan.
-    pub plan_id: String,
-    pub approved_by: String,
-    /// RFC 3339, UTC.
-    pub approved_at: String,
-    /// The workloads that awaited approval.
-    pub workloads: Vec<String>,
-}
-
-pub(super) const APPROVAL_FORMAT: &str = "berth.approval/v1";
-
-/// The approval file of a saved plan: `plan.json` → `plan.approval.json`.
-pub fn approval_path(plan: &Path) -> PathBuf {
-    plan.with_extension("approval.json")
 }
 
 /// `berth approve PLAN --by NAME`: writes `PLAN.approval.json`, bound to the plan's id.

@@ -1,13 +1,14 @@
 //! What `render`, `apply`, `diff` and `status` share: the plan to work with (a saved plan
 //! with its spec, re-verified through `driver::reverify`, or a spec planned now) and the
-//! refusals that keep a stale, unapproved or unverified plan off the targets.
+//! refusals that keep a stale, unapproved or unverified plan off the targets, with the
+//! approval file they read (`berth approve` writes it).
 
-use super::approve::{APPROVAL_FORMAT, ApprovalRecord, approval_path};
 use crate::files::{self, FsReader};
 use crate::report::{Exit, OutputFormat, Ui};
 use berth_compiler::driver;
 use berth_compiler::ir::Ir;
 use berth_compiler::plan::Plan;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -93,6 +94,27 @@ impl Refusal {
             }
         }
     }
+}
+
+/// What an approval file holds: who approved which plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRecord {
+    /// Always `berth.approval/v1`.
+    pub format: String,
+    /// The approved plan's id: the approval is void for any other plan.
+    pub plan_id: String,
+    pub approved_by: String,
+    /// RFC 3339, UTC.
+    pub approved_at: String,
+    /// The workloads that awaited approval.
+    pub workloads: Vec<String>,
+}
+
+pub(super) const APPROVAL_FORMAT: &str = "berth.approval/v1";
+
+/// The approval file of a saved plan: `plan.json` → `plan.approval.json`.
+pub fn approval_path(plan: &Path) -> PathBuf {
+    plan.with_extension("approval.json")
 }
 
 /// Loads the plan to work with. A saved plan must come with its spec (`--spec`); its digest
