@@ -21,7 +21,11 @@ use sha2::{Digest, Sha256};
 // What the command line needs of the stages beyond the driver's own functions: the input
 // limit it reads files against, parsing and formatting one file (`berth fmt`), the IR as
 // JSON (`berth check --emit ir`), and the verifier's findings (`PlanFailure::Unverified`).
+/// Quantities written for people (`16GiB`, `250ms`), as in plans' reasons.
+pub use crate::placement::units;
 pub use crate::sema::ir_to_json;
+/// "Did you mean": the closest name among candidates (`berth explain` on an unknown name).
+pub use crate::sema::resolve::suggest;
 pub use crate::syntax::format::format_file;
 pub use crate::syntax::limits::MAX_FILE_BYTES;
 pub use crate::syntax::parse_file;

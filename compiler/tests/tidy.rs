@@ -6,6 +6,7 @@
 //! what the code must not use. The rules are substring checks, deliberately simple: a false
 //! alarm is fixed by rewording, a real one by moving the code to the layer it belongs to.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -203,6 +204,165 @@ fn the_layers_hold() {
     assert!(report.is_empty(), "architecture rules broken:\n{report}");
 }
 
+/// A module's path (`commands::plan`) from its file (`commands/plan.rs`, `commands/mod.rs`).
+fn module_of(file: &str) -> Vec<String> {
+    let mut parts: Vec<String> = file
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(str::to_owned)
+        .collect();
+    if parts
+        .last()
+        .is_some_and(|p| p == "mod" || p == "lib" || p == "main")
+    {
+        parts.pop();
+    }
+    parts
+}
+
+/// The modules of `modules` that `text` (the source of `me`) names through `crate::` or
+/// `super::` paths, outside its tests: each path resolved to the longest module it starts
+/// with.
+fn imports(me: &[String], text: &str, modules: &BTreeSet<Vec<String>>) -> BTreeSet<Vec<String>> {
+    let code = text.split("#[cfg(test)]").next().unwrap_or(text);
+    let mut found = BTreeSet::new();
+    let longest = |path: Vec<String>| {
+        (1..=path.len())
+            .rev()
+            .map(|n| path[..n].to_vec())
+            .find(|p| modules.contains(p))
+    };
+    for line in code.lines() {
+        let line = line.split_once("//").map_or(line, |(code, _)| code);
+        for (i, _) in line.match_indices("crate::") {
+            let path = path_at(&line[i + "crate::".len()..]);
+            if let Some(m) = longest(path) {
+                found.insert(m);
+            }
+        }
+        for (i, _) in line.match_indices("super::") {
+            if line[..i].ends_with("super::") {
+                continue;
+            }
+            let mut rest = &line[i..];
+            // A module's file is `x.rs` or `x/mod.rs`: either way `super` is its parent.
+            let mut base = me.to_vec();
+            while let Some(r) = rest.strip_prefix("super::") {
+                base.pop();
+                rest = r;
+            }
+            base.extend(path_at(rest));
+            if let Some(m) = longest(base) {
+                found.insert(m);
+            }
+        }
+    }
+    found.remove(me);
+    found
+}
+
+/// The `a::b::c` at the start of `text`: lowercase segments, up to the first that is not
+/// one whole (a type, a call, a brace ends the path).
+fn path_at(text: &str) -> Vec<String> {
+    let mut path = Vec::new();
+    for seg in text.split("::") {
+        let name: String = seg
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+            .collect();
+        let whole = name.len() == seg.len();
+        if !name.is_empty() {
+            path.push(name);
+        }
+        if !whole {
+            break;
+        }
+    }
+    path
+}
+
+/// A cycle among `graph`'s modules, if there is one (a depth-first search).
+fn a_cycle(graph: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Option<Vec<Vec<String>>> {
+    fn visit(
+        node: &Vec<String>,
+        graph: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+        done: &mut BTreeSet<Vec<String>>,
+        stack: &mut Vec<Vec<String>>,
+    ) -> Option<Vec<Vec<String>>> {
+        if let Some(at) = stack.iter().position(|n| n == node) {
+            let mut cycle = stack[at..].to_vec();
+            cycle.push(node.clone());
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        stack.push(node.clone());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, graph, done, stack) {
+                return Some(cycle);
+            }
+        }
+        stack.pop();
+        done.insert(node.clone());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|node| visit(node, graph, &mut done, &mut Vec::new()))
+}
+
+#[test]
+fn no_module_imports_one_that_imports_it_back() {
+    let root = root();
+    for dir in ["compiler/src", "runtime/src"] {
+        let mut files = Vec::new();
+        rust_files(&root.join(dir), &mut files);
+        let sources: Vec<(Vec<String>, String)> = files
+            .iter()
+            .map(|f| {
+                let rel = f
+                    .strip_prefix(root.join(dir))
+                    .expect("under the crate")
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join("/");
+                let text = std::fs::read_to_string(f).expect("UTF-8 source");
+                (module_of(&rel), text)
+            })
+            .collect();
+        let modules: BTreeSet<Vec<String>> = sources.iter().map(|(m, _)| m.clone()).collect();
+        // The runtime's files form no cycle; the compiler's stages (its top-level modules)
+        // form none, though files within one stage may lean on each other.
+        let room = |m: &Vec<String>| -> Vec<String> {
+            if dir == "compiler/src" {
+                m.iter().take(1).cloned().collect()
+            } else {
+                m.clone()
+            }
+        };
+        let mut graph: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+        for (m, text) in &sources {
+            let from = room(m);
+            let to: BTreeSet<Vec<String>> = imports(m, text, &modules)
+                .iter()
+                .map(room)
+                .filter(|t| *t != from)
+                .collect();
+            graph.entry(from).or_default().extend(to);
+        }
+        if let Some(cycle) = a_cycle(&graph) {
+            let names: Vec<String> = cycle.iter().map(|m| m.join("::")).collect();
+            panic!(
+                "no-import-cycles: {dir}: {} (move what both need to a module of its own)",
+                names.join(" → ")
+            );
+        }
+    }
+}
+
 #[test]
 fn the_compiler_manifest_does_not_name_the_runtime() {
     let manifest =
@@ -239,4 +399,26 @@ fn a_breach_names_its_rule_and_place() {
         breaches(RULES, "runtime/src/commands/plan.rs", printing)[0]
             .starts_with("only-documented-modules-write-to-the-terminal: ")
     );
+}
+
+#[test]
+fn a_cycle_is_found_and_named() {
+    let modules: BTreeSet<Vec<String>> = [vec!["a".to_owned()], vec!["b".to_owned()]].into();
+    let a = vec!["a".to_owned()];
+    let b = vec!["b".to_owned()];
+    let graph: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = [
+        (a.clone(), imports(&a, "use crate::b::Thing;\n", &modules)),
+        (
+            b.clone(),
+            imports(&b, "fn f() { super::a::g() }\n", &modules),
+        ),
+    ]
+    .into();
+    assert_eq!(a_cycle(&graph), Some(vec![a.clone(), b.clone(), a.clone()]));
+    let one_way: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = [
+        (a.clone(), imports(&a, "use crate::b;\n", &modules)),
+        (b, BTreeSet::new()),
+    ]
+    .into();
+    assert_eq!(a_cycle(&one_way), None);
 }

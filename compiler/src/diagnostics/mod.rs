@@ -12,10 +12,6 @@
 mod codes;
 pub mod render;
 
-/// Quantities written for people (`16GiB`, `250ms`, `3 replicas`), as in plans' reasons.
-pub use crate::placement::units;
-/// "Did you mean": the closest name among candidates, for a diagnostic's help.
-pub use crate::sema::resolve::suggest;
 pub use codes::Code;
 
 use crate::source::Span;

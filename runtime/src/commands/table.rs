@@ -1,7 +1,7 @@
 //! A plan for people: one table per workload, then a summary line. Plain text (no colour),
 //! deterministic: the same plan gives the same text.
 
-use berth_compiler::diagnostics::units::{count, duration};
+use berth_compiler::driver::units::{count, duration};
 use berth_compiler::ir::Money;
 use berth_compiler::plan::{Placement, Plan, Rejection, ScoreTerm, WorkloadPlan, WorkloadStatus};
 use std::collections::BTreeMap;
