@@ -6,9 +6,6 @@
 //! [`Span`]s. Every query works on any text (a broken file still has a tree with holes) and
 //! answers `None` or nothing rather than failing.
 
-// INVARIANT: a `Def`'s index is its definition's position in the table of `names` it names.
-#![allow(clippy::indexing_slicing)]
-
 pub mod locate;
 
 /// The embedded standard library's files (their ids and names), which definitions may
@@ -467,6 +464,8 @@ fn site_span(site: &Site<'_>) -> Span {
 }
 
 /// The item defining `def` and its file.
+// INVARIANT: a `Def`'s index is its definition's position in the table of `names` it names.
+#[allow(clippy::indexing_slicing)]
 fn def_item<'a>(names: &Names<'a>, def: Def) -> (&'a Item, FileId) {
     let item = match def {
         Def::Const(i) => names.consts[i as usize].item,

@@ -6,10 +6,6 @@
 //! a deterministic order. No spans in the hot fields: [`SpanTable`] maps back to source for
 //! diagnostics, `explain` and the plan's rejection reasons.
 
-// INVARIANT: these accessors take ids issued for this IR's own tables (`WorkloadId(i)` for
-// `workloads[i]`, …); an id of another IR is a bug in the caller.
-#![allow(clippy::indexing_slicing)]
-
 pub mod eval;
 mod window;
 
@@ -92,6 +88,9 @@ pub struct Ir {
     pub spans: SpanTable,
 }
 
+// INVARIANT: these accessors take ids issued for this IR's own tables (`WorkloadId(i)` for
+// `workloads[i]`, …); an id of another IR is a bug in the caller.
+#[allow(clippy::indexing_slicing)]
 impl Ir {
     pub fn workload(&self, id: WorkloadId) -> &Workload {
         &self.workloads[id.index()]

@@ -11,13 +11,6 @@
 //! Deterministic: the same IR and instant give byte-identical JSON; parallel stages write
 //! into preallocated slots or collect in order, and nothing iterates a hashed collection.
 
-// INVARIANT: every index is a dense id of the IR being placed (workload < `ir.workloads.len()`,
-// target < `ir.targets.len()`, a pool < its target's pools) or a position in a table the solver
-// sized from those counts when it built it (`EstateIndex`, `EligibilityMatrix`, `Assignment`'s
-// options and slots, the ledgers); nothing from user text indexes here. Indexing is the hot
-// path; the property tests and planted estates run it over generated estates.
-#![allow(clippy::indexing_slicing)]
-
 pub mod assign;
 pub mod eligibility;
 pub mod index;
@@ -90,6 +83,12 @@ pub fn plan(
     solved.plan(at, source_digest, compiler_version)
 }
 
+// INVARIANT: every index is a dense id of the IR being placed (workload < `ir.workloads.len()`,
+// target < `ir.targets.len()`, a pool < its target's pools) or a position in a table the solver
+// sized from those counts when it built it (`EstateIndex`, `EligibilityMatrix`, `Assignment`'s
+// options and slots, the ledgers); nothing from user text indexes here. Indexing is the hot
+// path; the property tests and planted estates run it over generated estates.
+#[allow(clippy::indexing_slicing)]
 impl Solved<'_> {
     /// Assembles the plan.
     pub fn plan(&self, at: Timestamp, source_digest: &str, compiler_version: &str) -> Plan {

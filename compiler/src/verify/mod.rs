@@ -13,10 +13,6 @@
 //! once. `berth plan` runs [`verify`] before writing a plan; `berth verify PLAN --spec DIR`
 //! runs it on a saved one.
 
-// INVARIANT: `Resolved` and `Placed` hold ids the verifier resolved by name against this IR
-// (`resolve_placement`), never ids read from the plan.
-#![allow(clippy::indexing_slicing)]
-
 mod checks;
 mod fit;
 mod violation;
@@ -134,6 +130,9 @@ struct Verifier<'a> {
     violations: Vec<Violation>,
 }
 
+// INVARIANT: `Resolved` and `Placed` hold ids the verifier resolved by name against this IR
+// (`resolve_placement`), never ids read from the plan.
+#[allow(clippy::indexing_slicing)]
 impl<'a> Verifier<'a> {
     // ------------------------------------------------------------ helpers
 
