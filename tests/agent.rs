@@ -3,7 +3,9 @@
 //! thread of this test, stopped and restarted to cut the link), real files. No mocks.
 
 use berth_compiler::plan::VariantBinding;
-use berth_runtime::bundle::{Bundle, BundleWorkload, ReclaimContract, TelemetryContract, keys};
+use berth_runtime::backends::edge::bundle::{
+    Bundle, BundleWorkload, ReclaimContract, TelemetryContract, keys,
+};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -152,7 +154,10 @@ fn serve(
             .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
         return;
     };
-    let etag = format!("\"{}\"", keys::to_hex(&Sha256::digest(&content)));
+    let etag = format!(
+        "\"{}\"",
+        berth_compiler::plan::hex(&Sha256::digest(&content))
+    );
     if header("if-none-match:").as_deref() == Some(etag.as_str()) {
         let _ = write!(
             stream,
@@ -388,7 +393,7 @@ fn workload(name: &str, command: &str) -> BundleWorkload {
 
 fn bundle(generation: u64, workloads: Vec<BundleWorkload>) -> Bundle {
     Bundle {
-        format: berth_runtime::bundle::BUNDLE_FORMAT.into(),
+        format: berth_runtime::backends::edge::bundle::BUNDLE_FORMAT.into(),
         target: "site".into(),
         generation,
         plan_id: format!("sha256:plan{generation}"),
@@ -396,7 +401,7 @@ fn bundle(generation: u64, workloads: Vec<BundleWorkload>) -> Bundle {
     }
 }
 
-fn publish(dir: &Path, signed: &berth_runtime::bundle::SignedBundle) {
+fn publish(dir: &Path, signed: &berth_runtime::backends::edge::bundle::SignedBundle) {
     let tmp = dir.join(".site.tmp");
     std::fs::write(&tmp, signed.to_bytes()).expect("write bundle");
     std::fs::rename(&tmp, dir.join("site.bundle.json")).expect("publish");
@@ -680,7 +685,10 @@ fn model_bytes(size: usize) -> Vec<u8> {
 fn serve_model(served: &Path, size: usize) -> (Vec<u8>, String) {
     let model = model_bytes(size);
     std::fs::write(served.join("model.bin"), &model).expect("model");
-    let digest = format!("sha256:{}", keys::to_hex(&Sha256::digest(&model)));
+    let digest = format!(
+        "sha256:{}",
+        berth_compiler::plan::hex(&Sha256::digest(&model))
+    );
     (model, digest)
 }
 
@@ -1110,10 +1118,11 @@ fn apply_runs_local_targets_here_and_publishes_edge_bundles() {
     assert_eq!(http_store.requests("PUT /rig_alpha.bundle.json").len(), 1);
     let trusted = keys::read_verifying(&prefix.with_extension("pub")).expect("pub");
     let put = std::fs::read(http_dir.join("rig_alpha.bundle.json")).expect("bundle put");
-    berth_runtime::bundle::SignedBundle::verify(&put, &trusted).expect("the PUT bundle verifies");
+    berth_runtime::backends::edge::bundle::SignedBundle::verify(&put, &trusted)
+        .expect("the PUT bundle verifies");
     let bytes = std::fs::read(store.join("rig_alpha.bundle.json")).expect("bundle");
-    let (_, bundle) =
-        berth_runtime::bundle::SignedBundle::verify(&bytes, &trusted).expect("verifies");
+    let (_, bundle) = berth_runtime::backends::edge::bundle::SignedBundle::verify(&bytes, &trusted)
+        .expect("verifies");
     assert_eq!(bundle.generation, 2);
     assert_eq!(bundle.workloads[0].name, "leak_watch");
     assert!(
@@ -1335,7 +1344,10 @@ fn measure_agent_figures() {
     // 2. 100 workloads sharing one cached artifact (file://), process runtime.
     let small = root.join("small.bin");
     std::fs::write(&small, b"weights").expect("small");
-    let small_digest = format!("sha256:{}", keys::to_hex(&Sha256::digest(b"weights")));
+    let small_digest = format!(
+        "sha256:{}",
+        berth_compiler::plan::hex(&Sha256::digest(b"weights"))
+    );
     let workloads = (0..100)
         .map(|i| {
             with_model(

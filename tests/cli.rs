@@ -140,7 +140,7 @@ fn oversized_file_exits_two_without_reading_it() {
     let path = dir.path().join("huge.berth");
     let file = fs::File::create(&path).expect("create");
     // Sparse: costs no disk, and berth refuses it from its size alone.
-    let limit = berth_compiler::syntax::limits::MAX_FILE_BYTES as u64;
+    let limit = berth_compiler::driver::MAX_FILE_BYTES as u64;
     file.set_len(limit + 1).expect("set length");
     let out = berth(dir.path(), &["check", "huge.berth"]);
     assert_eq!(code(&out), 2);

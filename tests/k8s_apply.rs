@@ -38,7 +38,7 @@ impl Setup {
         let config = kubeconfig(&[("fra-gpu-prod", &prod), ("eks-gpu-burst", &burst)], TOKEN);
         std::fs::write(dir.path().join("kubeconfig"), config).expect("write kubeconfig");
         let loaded = files::load(&[PathBuf::from(SPEC)], &FsReader).expect("load spec");
-        let sources = berth_runtime::planning::spec::relative_sources(Path::new(SPEC), &loaded);
+        let sources = berth_runtime::files::relative_sources(Path::new(SPEC), &loaded);
         let planned = berth_compiler::driver::plan(&sources, AT.parse().expect("at"))
             .unwrap_or_else(|_| panic!("the example plans"));
         let plan = dir.path().join("plan.json");
@@ -400,7 +400,7 @@ fn arc_targets_are_committed_to_the_gitops_repository() {
     let apply = |replicas: u32, extra: &[&str]| {
         std::fs::write(spec.join("arc.berth"), arc_spec(&repo, replicas)).expect("write");
         let loaded = files::load(std::slice::from_ref(&spec), &FsReader).expect("load");
-        let sources = berth_runtime::planning::spec::relative_sources(&spec, &loaded);
+        let sources = berth_runtime::files::relative_sources(&spec, &loaded);
         let planned = berth_compiler::driver::plan(&sources, AT.parse().expect("at"))
             .unwrap_or_else(|e| panic!("the arc spec plans: {e:?}"));
         let plan = dir.path().join("plan.json");

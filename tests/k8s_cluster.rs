@@ -724,9 +724,9 @@ fn faults_before_the_real_server_are_retried_and_a_rerun_converges() {
 #[test]
 #[ignore = "benchmark: run explicitly"]
 fn bench_apply_1000_objects_across_4_real_clusters() {
-    use berth_runtime::k8s::apply::{Options, apply_all};
-    use berth_runtime::k8s::kubeconfig::Kubeconfigs;
-    use berth_runtime::k8s::render::{ClusterManifests, Kind, Manifest, Rendered};
+    use berth_runtime::backends::k8s::apply::{Options, apply_all};
+    use berth_runtime::backends::k8s::kubeconfig::Kubeconfigs;
+    use berth_runtime::backends::k8s::render::{ClusterManifests, Kind, Manifest, Rendered};
     let specs: Vec<(String, Vec<cluster::nodes::NodeSpec>)> = (0..4)
         .map(|i| (format!("cluster-{i}"), Vec::new()))
         .collect();

@@ -4,7 +4,7 @@
 
 use berth_compiler::driver;
 use berth_compiler::source::SourceMap;
-use berth_runtime::k8s::render::{self, Rendered};
+use berth_runtime::backends::k8s::render::{self, Rendered};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

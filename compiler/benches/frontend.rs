@@ -10,7 +10,7 @@
 use berth_compiler::driver;
 use berth_compiler::source::{FileId, SourceMap};
 use berth_compiler::syntax::{lex, parse_file};
-use berth_compiler::testgen;
+use berth_compiler::testing::specs as testgen;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 

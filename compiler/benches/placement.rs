@@ -4,10 +4,10 @@
 //!
 //! `cargo bench -p berth-compiler --bench placement [-- WORKLOADS TARGETS [RUNS]]`
 
-use berth_compiler::ir::testkit::{EstateShape, estate};
 use berth_compiler::placement::{self, eligibility::EligibilityMatrix, index::EstateIndex};
 use berth_compiler::plan::WorkloadStatus;
 use berth_compiler::source::SourceMap;
+use berth_compiler::testing::ir::{EstateShape, estate};
 use std::time::{Duration, Instant};
 use support::{best, cpu_time, peak_rss};
 
@@ -102,7 +102,7 @@ fn main() {
     let assembled = solved.plan(at, "sha256:bench", "bench");
     let t_assemble = t.elapsed();
     let t = Instant::now();
-    std::hint::black_box(placement::plan_id(&assembled));
+    std::hint::black_box(berth_compiler::plan::plan_id(&assembled));
     let t_id = t.elapsed();
     println!("assembly {t_assemble:.3?} (of which plan id {t_id:.3?})");
     println!(

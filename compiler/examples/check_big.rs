@@ -1,16 +1,16 @@
 //! Times `berth check` — [`driver::compile`]: parsing (files in parallel), names, types,
 //! policy conditions, semantic checks and lowering to the IR — on the generated spec of the
-//! front-end benchmark ([`testgen::spec_files`]), split over a realistic number of files.
+//! front-end benchmark ([`specs::spec_files`](berth_compiler::testing::specs::spec_files)), split over a realistic number of files.
 //!
 //! `cargo run --release -p berth-compiler --example check_big [LINES [FILES [RUNS]]] [--mistakes]`
 //! (defaults: 100,000 lines in 100 files, best of 10). Prints the parse stage alone, the
 //! whole check, the CPU time beside the wall time, and the peak resident memory. With
 //! `--mistakes`, the spec has thousands of semantic errors
-//! ([`testgen::spec_files_with_mistakes`]): the time to report them.
+//! ([`specs::spec_files_with_mistakes`](berth_compiler::testing::specs::spec_files_with_mistakes)): the time to report them.
 
 use berth_compiler::driver;
 use berth_compiler::source::SourceMap;
-use berth_compiler::testgen;
+use berth_compiler::testing::specs as testgen;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

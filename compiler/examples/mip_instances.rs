@@ -27,14 +27,14 @@
 //! cargo run --release -p berth-compiler --example mip_instances -- OUT_DIR SIZES SEEDS p100 COUNTS_DIR
 //! ```
 
-use berth_compiler::ir::testkit::{
-    EstateShape, estate, scale_cpu_memory_and_caps, scale_gpu_pools,
-};
 use berth_compiler::ir::{Ir, Preference};
 use berth_compiler::placement::assign::{self, Assignment, NO_POOL};
 use berth_compiler::placement::eligibility::{EligibilityMatrix, gpu_units};
 use berth_compiler::placement::index::EstateIndex;
 use berth_compiler::placement::policy::PolicyContext;
+use berth_compiler::testing::ir::{
+    EstateShape, estate, scale_cpu_memory_and_caps, scale_gpu_pools,
+};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 

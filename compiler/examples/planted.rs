@@ -7,12 +7,12 @@
 //! ```
 
 use berth_compiler::ir::WorkloadClass;
-use berth_compiler::ir::testkit::{EstateShape, estate};
 use berth_compiler::placement::assign;
 use berth_compiler::placement::eligibility::EligibilityMatrix;
 use berth_compiler::placement::index::EstateIndex;
-use berth_compiler::placement::planted::plant;
 use berth_compiler::placement::policy::PolicyContext;
+use berth_compiler::testing::ir::{EstateShape, estate};
+use berth_compiler::testing::planted::plant;
 use std::time::Instant;
 
 fn main() {

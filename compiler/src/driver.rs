@@ -9,15 +9,27 @@
 use crate::diagnostics::{Code, Diagnostic, sort_and_dedup};
 use crate::ir::Ir;
 use crate::placement;
-use crate::plan::Plan;
+use crate::plan::{Plan, Rejection};
 use crate::sema;
 use crate::source::{FileId, SourceMap};
-use crate::syntax::{Parsed, parse_file};
-use crate::verify::{self, Violation};
+use crate::syntax::Parsed;
+use crate::verify;
 use jiff::Timestamp;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
-use std::fmt::Write as _;
+
+// What the command line needs of the stages beyond the driver's own functions: the input
+// limit it reads files against, parsing and formatting one file (`berth fmt`), the IR as
+// JSON (`berth check --emit ir`), and the verifier's findings (`PlanFailure::Unverified`).
+/// Quantities written for people (`16GiB`, `250ms`), as in plans' reasons.
+pub use crate::placement::units;
+pub use crate::sema::ir_to_json;
+/// "Did you mean": the closest name among candidates (`berth explain` on an unknown name).
+pub use crate::sema::resolve::suggest;
+pub use crate::syntax::format::format_file;
+pub use crate::syntax::limits::MAX_FILE_BYTES;
+pub use crate::syntax::parse_file;
+pub use crate::verify::Violation;
 
 /// The compiler's version, recorded in every plan.
 pub const COMPILER_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -141,11 +153,7 @@ pub fn source_digest(sources: &SourceMap) -> String {
         hasher.update((file.text.len() as u64).to_le_bytes());
         hasher.update(file.text.as_bytes());
     }
-    let mut out = String::from("sha256:");
-    for b in hasher.finalize() {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
+    format!("sha256:{}", crate::plan::hex(&hasher.finalize()))
 }
 
 /// Why [`plan`] wrote no plan.
@@ -172,12 +180,42 @@ pub struct Planned {
 /// and carries its summary; an infeasible plan is still a plan (`plan.feasible == false`),
 /// with every unplaced workload explained.
 pub fn plan(sources: &SourceMap, at: Timestamp) -> Result<Planned, PlanFailure> {
+    plan_then(sources, at, |_| ()).map(|(planned, ())| planned)
+}
+
+/// Plans as [`plan`] does and, from the same solve, says why target `target` holds no
+/// replica of workload `workload`: the rejection the plan lists, or would list if a large
+/// estate's plan did not only count it (`berth explain W T`). `None` when the target holds
+/// replicas of it, or when either name is not the spec's.
+pub fn plan_and_explain(
+    sources: &SourceMap,
+    at: Timestamp,
+    workload: &str,
+    target: &str,
+) -> Result<(Planned, Option<Rejection>), PlanFailure> {
+    plan_then(sources, at, |solved| {
+        let w = solved.ir.workload_by_name(workload)?;
+        let t = solved.ir.target_by_name(target)?;
+        solved.explain(w, t)
+    })
+}
+
+/// Compiles, solves and verifies; `then` asks the solve its question before it is dropped.
+fn plan_then<R>(
+    sources: &SourceMap,
+    at: Timestamp,
+    then: impl FnOnce(&placement::Solved<'_>) -> R,
+) -> Result<(Planned, R), PlanFailure> {
     let compiled = compile(sources);
     let Some(ir) = compiled.ir else {
         return Err(PlanFailure::Spec(compiled.diagnostics));
     };
     let digest = source_digest(sources);
-    let mut plan = placement::plan(&ir, sources, at, &digest, COMPILER_VERSION);
+    let (mut plan, answer) = {
+        let solved = placement::solve(&ir, sources, at);
+        let plan = solved.plan(at, &digest, COMPILER_VERSION);
+        (plan, then(&solved))
+    };
     match verify::verify(&ir, &plan, at) {
         Ok(summary) => plan.verification = summary,
         Err(violations) => {
@@ -187,10 +225,70 @@ pub fn plan(sources: &SourceMap, at: Timestamp) -> Result<Planned, PlanFailure> 
             });
         }
     }
-    Ok(Planned {
+    let planned = Planned {
         ir,
         plan,
         warnings: compiled.diagnostics,
+    };
+    Ok((planned, answer))
+}
+
+/// A saved plan checked again against its spec, freshly compiled (`berth verify`, and every
+/// command that applies a saved plan).
+pub struct Reverified {
+    pub ir: Ir,
+    /// The spec's warnings (a spec with errors gives [`ReverifyFailure::Spec`]).
+    pub warnings: Vec<Diagnostic>,
+    /// The spec's digest now ([`source_digest`]): a plan made from other sources records
+    /// another.
+    pub source_digest: String,
+    /// The independent verifier's verdict at the plan's instant; `None` when the plan's
+    /// `at` is not an RFC 3339 instant ([`plan_instant`]), so nothing could be checked.
+    pub verdict: Option<Result<crate::plan::Verification, Vec<Violation>>>,
+}
+
+impl Reverified {
+    /// Whether the plan was made from these very sources.
+    pub fn digest_matches(&self, plan: &Plan) -> bool {
+        self.source_digest == plan.source_digest
+    }
+}
+
+/// Why [`reverify`] has no verdict.
+#[derive(Debug)]
+pub enum ReverifyFailure {
+    /// The spec has errors: every diagnostic, sorted.
+    Spec(Vec<Diagnostic>),
+}
+
+/// The instant a plan records (`at`, RFC 3339), or `None` when the text is not one.
+pub fn plan_instant(plan: &Plan) -> Option<Timestamp> {
+    plan.at.parse::<Timestamp>().ok()
+}
+
+/// The instant a plan is made at when none is given: `now` to the whole second (a plan
+/// records its instant, and nobody plans to the nanosecond). Every command that plans
+/// reads the clock once and passes it through here, so `berth plan` and `berth apply SPEC`
+/// record the same instant for the same moment.
+pub fn plan_instant_from(now: Timestamp) -> Timestamp {
+    Timestamp::from_second(now.as_second()).unwrap_or(now)
+}
+
+/// The one door for a saved plan: compiles the spec in `sources` (named as when it was
+/// planned), digests it, and runs the independent verifier on `plan` at the instant the plan
+/// records. The caller decides what a digest mismatch or a violation means for it
+/// (`berth verify` reports both, `berth apply` refuses).
+pub fn reverify(sources: &SourceMap, plan: &Plan) -> Result<Reverified, ReverifyFailure> {
+    let compiled = compile(sources);
+    let Some(ir) = compiled.ir else {
+        return Err(ReverifyFailure::Spec(compiled.diagnostics));
+    };
+    let verdict = plan_instant(plan).map(|at| verify::verify(&ir, plan, at));
+    Ok(Reverified {
+        source_digest: source_digest(sources),
+        ir,
+        warnings: compiled.diagnostics,
+        verdict,
     })
 }
 

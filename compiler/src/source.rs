@@ -4,6 +4,9 @@
 //! later stage refers to text through a [`Span`] (file id + byte range). Line/column
 //! conversion lives here so that every renderer (terminal, JSON, language server) agrees.
 
+// INVARIANT: `line` comes from a search over `line_starts` itself, and the first entry is 0.
+#![allow(clippy::indexing_slicing)]
+
 use serde::Serialize;
 
 /// Index of a file in a [`SourceMap`].

@@ -1,5 +1,5 @@
-//! SplitMix64, the one pseudo-random sequence the test-data generators ([`crate::testgen`],
-//! `ir::testkit::estate`) draw from: tiny, no dependency, no seed from the environment, and the
+//! SplitMix64, the one pseudo-random sequence the test-data generators (`testing::specs`,
+//! `testing::ir::estate`, `testing::planted`, and the overflow search) draw from: tiny, no dependency, no seed from the environment, and the
 //! same numbers on every platform, so generated specs and estates are byte-identical everywhere.
 
 /// A SplitMix64 state; `next` gives the sequence.

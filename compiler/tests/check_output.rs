@@ -1,4 +1,4 @@
-//! End-to-end output of [`berth_compiler::check`]: every `check_output/*.berth` file is
+//! End-to-end output of [`berth_compiler::check`]: every `data/check_output/*.berth` file is
 //! checked on its own and its diagnostics snapshotted twice, as the terminal shows them (no
 //! colour) and as `--output json` prints them. Adding a case is adding a file.
 
@@ -17,7 +17,7 @@ fn check(name: &str, text: &str) -> (String, String) {
 
 #[test]
 fn check_output() {
-    insta::glob!("check_output/*.berth", |path| {
+    insta::glob!("data/check_output/*.berth", |path| {
         let text = std::fs::read_to_string(path).expect("test input is UTF-8");
         let name = path
             .file_name()

@@ -284,7 +284,7 @@ proptest! {
     /// A valid spec with one token replaced: still no panic, and spans stay sane.
     #[test]
     fn mutated_spec_never_panics(at in 0usize..2000, replacement in prop::sample::select(VOCABULARY)) {
-        let spec = berth_compiler::testgen::spec(60);
+        let spec = berth_compiler::testing::specs::spec(60);
         let mut cut = at.min(spec.len());
         while !spec.is_char_boundary(cut) {
             cut -= 1;

@@ -1,22 +1,23 @@
-//! The placement engine on the product's use cases, built as IR with the testkit: each test
+//! The placement engine on scenarios built as IR with the test kit (`testing::ir`): each test
 //! asserts the decision *and* the reason given for it, and every plan must pass the
-//! independent verifier.
+//! independent verifier. The product's use cases that are specs live as data, in
+//! `data/placement/*.berth` with their `// expect:` facts (`placement_fixtures.rs`); what is
+//! here is what a spec file would state less directly (contrasts, generated estates, the
+//! engine's own interfaces).
 
-use berth_compiler::ir::testkit::{IrBuilder, expr, gib, ms};
 use berth_compiler::ir::{
-    Classification, Connectivity, EnvClass, Ir, Maturity, Money, Selector, Weekday, WorkloadClass,
+    Classification, Connectivity, EnvClass, Ir, Maturity, Selector, Weekday, WorkloadClass,
     WorkloadKind,
 };
 use berth_compiler::placement;
 use berth_compiler::plan::{Plan, Rejection, RejectionStage, WorkloadPlan, WorkloadStatus};
 use berth_compiler::source::SourceMap;
+use berth_compiler::testing::ir::{IrBuilder, gib, ms};
 use berth_compiler::verify;
 use jiff::Timestamp;
 
 /// Wednesday 10:00 in Paris (UTC+2): inside a weekday peak window.
 const PEAK: &str = "2025-06-04T08:00:00Z";
-/// Wednesday 20:00 in Paris: outside it.
-const EVENING: &str = "2025-06-04T18:00:00Z";
 
 fn at(s: &str) -> Timestamp {
     s.parse().expect("instant")
@@ -91,64 +92,25 @@ fn factory_and_cloud() -> IrBuilder {
         })
 }
 
+/// The contrast to `data/placement/confidential_data_stays_on_premises.berth`, which has the
+/// deny rule: without it, the cheaper cloud wins.
 #[test]
-fn confidential_data_never_placed_on_a_cloud_target() {
+fn without_a_deny_rule_confidential_data_goes_to_the_cheaper_cloud() {
     let spec = factory_and_cloud().workload("vision", |w| {
         w.gpu(1)
             .connectivity(Connectivity::Intermittent)
             .data("line_images", None, Classification::Confidential)
             .service("object_store", Maturity::Ga)
     });
-    // Without the rule the cheaper cloud wins.
-    let open = plan(&spec.clone().build());
+    let open = plan(&spec.build());
     assert_eq!(placed(&open, "vision"), vec![on("cloud_eu", "h100", 1)]);
-
-    let ir = spec
-        .deny(
-            "confidential data never leaves the premises",
-            expr::data_classified_on(Classification::Confidential, EnvClass::Cloud),
-        )
-        .build();
-    let p = plan(&ir);
-    assert_eq!(placed(&p, "vision"), vec![on("lyon", "l4", 1)]);
-    let r = rejection(&p, "vision", "cloud_eu");
-    assert_eq!(
-        (r.stage, r.reason.as_str()),
-        (RejectionStage::Policy, "denied")
-    );
-    assert_eq!(
-        r.message,
-        "denied by policy `governance`: confidential data never leaves the premises"
-    );
 }
 
+/// The factory's other side (`data/placement/factory_beats_cloud_on_data_latency.berth` has
+/// the workload that tolerates the link): a workload that does not tolerate an intermittent
+/// link cannot use the factory.
 #[test]
-fn a_factory_with_an_intermittent_wan_beats_the_cloud_on_data_latency() {
-    let ir = factory_and_cloud()
-        .workload("vision", |w| {
-            w.gpu(1).connectivity(Connectivity::Intermittent).data(
-                "line_images",
-                Some(ms(20)),
-                Classification::Internal,
-            )
-        })
-        .build();
-    let p = plan(&ir);
-    let vision = workload(&p, "vision");
-    assert_eq!(placed(&p, "vision"), vec![on("lyon", "l4", 1)]);
-    assert_eq!(vision.placements[0].data[0].locality, "local");
-    assert_eq!(vision.placements[0].data[0].latency_ns, ms(2));
-    let r = rejection(&p, "vision", "cloud_eu");
-    assert_eq!(
-        (r.stage, r.reason.as_str()),
-        (RejectionStage::Eligibility, "data_latency")
-    );
-    assert_eq!(
-        r.message,
-        "data set `line_images` is 85ms away (remote); `max_latency` is 20ms"
-    );
-
-    // A workload that does not tolerate an intermittent link cannot use the factory.
+fn a_workload_needing_a_connected_link_cannot_use_the_factory() {
     let ir = factory_and_cloud()
         .workload("vision", |w| {
             w.gpu(1).connectivity(Connectivity::Connected).data(
@@ -168,47 +130,10 @@ fn a_factory_with_an_intermittent_wan_beats_the_cloud_on_data_latency() {
     );
 }
 
+/// `data/placement/int8_on_the_edge_fp16_in_the_datacentre.berth` has a variant per
+/// accelerator; here a Jetson alone, for a model with no variant that runs on it.
 #[test]
-fn int8_on_the_edge_accelerator_and_fp16_in_the_data_centre() {
-    let ir = IrBuilder::new()
-        .model("defect_detector", |m| {
-            m.version("3.2.0").variant("fp16", gib(12), &[]).variant(
-                "int8",
-                gib(4),
-                &["L4", "JetsonOrinNano"],
-            )
-        })
-        .workload("vision", |w| {
-            w.gpu(1).replicas(2).per_target(1).model("defect_detector")
-        })
-        .target("turin", |t| {
-            t.class(EnvClass::Edge)
-                .edge()
-                .cpu_mem(16, gib(64))
-                .pool("orin", "JetsonOrinNano", 2)
-        })
-        .target("dc", |t| t.pool("l40s", "L40S", 4).gpu_hour("2.00"))
-        .build();
-    let p = plan(&ir);
-    let vision = workload(&p, "vision");
-    let variants: Vec<(&str, &str)> = vision
-        .placements
-        .iter()
-        .map(|pl| {
-            let v = pl.variant.as_ref().map_or("", |v| v.variant.as_str());
-            (pl.target.as_str(), v)
-        })
-        .collect();
-    assert_eq!(variants, vec![("turin", "int8"), ("dc", "fp16")]);
-    assert_eq!(
-        vision.placements[0]
-            .variant
-            .as_ref()
-            .map(|v| v.artifact.as_str()),
-        Some("oci://models.example.com/defect_detector:3.2.0-int8")
-    );
-
-    // A Jetson alone, for a model with no variant that runs on it.
+fn a_model_without_a_variant_that_fits_the_jetson_is_rejected() {
     let ir = IrBuilder::new()
         .model("big", |m| m.variant("fp16", gib(12), &[]))
         .workload("vision", |w| w.gpu(1).model("big"))
@@ -223,154 +148,19 @@ fn int8_on_the_edge_accelerator_and_fp16_in_the_data_centre() {
     );
 }
 
+/// `data/placement/pool_isolation.berth` has two pools and training takes the other; with a
+/// single pool, training has nowhere to go, and the plan says why.
 #[test]
-fn a_preview_only_service_is_rejected_for_ga() {
+fn isolation_with_a_single_pool_leaves_training_unplaced() {
     let ir = IrBuilder::new()
-        .workload("vision", |w| w.gpu(1).service("object_store", Maturity::Ga))
-        .target("lyon", |t| {
-            t.pool("l4", "L4", 8)
-                .service("object_store", Maturity::Preview)
-        })
-        .target("milan", |t| t.pool("l4", "L4", 8))
-        .build();
-    let p = plan(&ir);
-    let vision = workload(&p, "vision");
-    assert_eq!(vision.status, WorkloadStatus::Unplaced);
-    let r = rejection(&p, "vision", "lyon");
-    assert_eq!(
-        (r.stage, r.reason.as_str()),
-        (RejectionStage::Eligibility, "service_maturity")
-    );
-    assert_eq!(
-        r.message,
-        "offers `object_store` at preview; needs `object_store >= ga`"
-    );
-    assert_eq!(
-        rejection(&p, "vision", "milan").message,
-        "does not offer `object_store`; needs `object_store >= ga`"
-    );
-    let why = vision.unplaced.as_ref().expect("infeasibility");
-    assert_eq!(why.missing_replicas, 1);
-    assert_eq!(
-        why.hint.as_deref(),
-        Some("no target offers `object_store >= ga`: `lyon` offers it at preview")
-    );
-    assert!(!p.feasible);
-}
-
-fn peak_estate() -> Ir {
-    IrBuilder::new()
-        .workload("sweep_a", |w| {
+        .workload("inference", |w| w.gpu(2).replicas(2))
+        .workload("training", |w| {
             w.class(WorkloadClass::Experiment)
-                .gpu(2)
-                .replicas(2)
-                .team("research")
+                .gpu(4)
+                .isolate_from(&["inference"])
         })
-        .workload("sweep_b", |w| {
-            w.class(WorkloadClass::Experiment)
-                .gpu(2)
-                .replicas(2)
-                .team("research")
-        })
-        .workload("serve", |w| w.gpu(2).replicas(2))
-        .target("dc", |t| t.pool("h100", "H100", 16).gpu_hour("2.00"))
-        .window(
-            "peak",
-            &[
-                Weekday::Mon,
-                Weekday::Tue,
-                Weekday::Wed,
-                Weekday::Thu,
-                Weekday::Fri,
-            ],
-            "08:00",
-            "18:00",
-            "Europe/Paris",
-        )
-        .limit(Selector::Class(WorkloadClass::Experiment), "peak", 4)
-        .build()
-}
-
-#[test]
-fn experiments_are_capped_during_the_peak_window_only() {
-    let ir = peak_estate();
-    let p = plan_at(&ir, PEAK);
-    assert!(p.windows[0].in_effect);
-    assert_eq!(placed(&p, "sweep_a"), vec![on("dc", "h100", 2)]);
-    assert_eq!(
-        placed(&p, "serve"),
-        vec![on("dc", "h100", 2)],
-        "production is not limited"
-    );
-    let b = workload(&p, "sweep_b");
-    assert_eq!(b.status, WorkloadStatus::Unplaced);
-    let why = b.unplaced.as_ref().expect("infeasibility");
-    assert_eq!(why.held_by_window.as_deref(), Some("peak"));
-    assert_eq!(
-        why.message,
-        "window `peak` is in effect: class experiment may hold 4 GPUs together and 4 are in use; 4 more GPUs needed"
-    );
-    let r = rejection(&p, "sweep_b", "dc");
-    assert_eq!(
-        (r.stage, r.reason.as_str()),
-        (RejectionStage::Policy, "window_limit")
-    );
-
-    let p = plan_at(&ir, EVENING);
-    assert!(!p.windows[0].in_effect);
-    assert_eq!(placed(&p, "sweep_b"), vec![on("dc", "h100", 2)]);
-    assert!(p.feasible);
-}
-
-#[test]
-fn approval_is_required_above_the_cost_threshold() {
-    let ir = IrBuilder::new()
-        .workload("train", |w| w.gpu(8))
-        .workload("serve", |w| w.gpu(1))
-        .target("cloud", |t| t.pool("h100", "H100", 16).gpu_hour("4.10"))
-        .approval("500", &["platform-leads"])
+        .target("dc", |t| t.pool("h100", "H100", 16))
         .build();
-    let p = plan(&ir);
-    let train = workload(&p, "train");
-    // 8 GPUs × 4.10 × 24 = 787.20 a day.
-    assert_eq!(train.cost_per_day, Money(787_200_000));
-    let approval = train.approval.as_ref().expect("approval required");
-    assert_eq!(approval.approvers, vec!["platform-leads".to_string()]);
-    assert_eq!(approval.threshold, Money(500_000_000));
-    assert_eq!(
-        train.status,
-        WorkloadStatus::Placed,
-        "placed, awaiting approval"
-    );
-    let serve = workload(&p, "serve");
-    assert_eq!(serve.cost_per_day, Money(98_400_000));
-    assert!(serve.approval.is_none());
-}
-
-#[test]
-fn pool_isolation_keeps_training_off_the_inference_pool() {
-    let spec = || {
-        IrBuilder::new()
-            .workload("inference", |w| w.gpu(2).replicas(2))
-            .workload("training", |w| {
-                w.class(WorkloadClass::Experiment)
-                    .gpu(4)
-                    .isolate_from(&["inference"])
-            })
-    };
-    let ir = spec()
-        .target("dc", |t| {
-            t.pool("h100", "H100", 8)
-                .pool("h100b", "H100", 8)
-                .gpu_hour("2.00")
-        })
-        .build();
-    let p = plan(&ir);
-    assert_eq!(placed(&p, "inference"), vec![on("dc", "h100", 2)]);
-    assert_eq!(placed(&p, "training"), vec![on("dc", "h100b", 1)]);
-
-    // With a single pool, training has nowhere to go, and the plan says why.
-    let ir = spec().target("dc", |t| t.pool("h100", "H100", 16)).build();
     let p = plan(&ir);
     let training = workload(&p, "training");
     assert_eq!(training.status, WorkloadStatus::Unplaced);
@@ -384,27 +174,6 @@ fn pool_isolation_keeps_training_off_the_inference_pool() {
         (r.stage, r.reason.as_str()),
         (RejectionStage::Assignment, "isolation")
     );
-}
-
-#[test]
-fn capacity_exhaustion_reports_how_much_is_missing() {
-    let ir = IrBuilder::new()
-        .workload("vision", |w| w.gpu(2).replicas(5))
-        .target("lyon", |t| t.pool("l4", "L4", 4).gpu_hour("0.90"))
-        .build();
-    let p = plan(&ir);
-    let vision = workload(&p, "vision");
-    assert_eq!(vision.status, WorkloadStatus::Partial);
-    assert_eq!(placed(&p, "vision"), vec![on("lyon", "l4", 2)]);
-    let why = vision.unplaced.as_ref().expect("infeasibility");
-    assert_eq!(why.missing_replicas, 3);
-    assert_eq!(why.message, "pools ran out: 6 more L4 GPUs needed");
-    assert_eq!(
-        why.hint.as_deref(),
-        Some("6 more L4 GPUs in a target that passes eligibility (such as pool `l4` of `lyon`)")
-    );
-    assert_eq!(p.pools[0].allocated, 4);
-    assert_eq!(p.pools[0].capacity, 4);
 }
 
 #[test]
@@ -634,6 +403,40 @@ fn lowest_data_latency_preference_overrides_cost() {
     assert_eq!(score[0].value, ms(1) as i64);
 }
 
+/// Two experiments and a service under a weekday peak window limiting experiments to 4 GPUs.
+fn peak_estate() -> Ir {
+    IrBuilder::new()
+        .workload("sweep_a", |w| {
+            w.class(WorkloadClass::Experiment)
+                .gpu(2)
+                .replicas(2)
+                .team("research")
+        })
+        .workload("sweep_b", |w| {
+            w.class(WorkloadClass::Experiment)
+                .gpu(2)
+                .replicas(2)
+                .team("research")
+        })
+        .workload("serve", |w| w.gpu(2).replicas(2))
+        .target("dc", |t| t.pool("h100", "H100", 16).gpu_hour("2.00"))
+        .window(
+            "peak",
+            &[
+                Weekday::Mon,
+                Weekday::Tue,
+                Weekday::Wed,
+                Weekday::Thu,
+                Weekday::Fri,
+            ],
+            "08:00",
+            "18:00",
+            "Europe/Paris",
+        )
+        .limit(Selector::Class(WorkloadClass::Experiment), "peak", 4)
+        .build()
+}
+
 #[test]
 fn plans_are_deterministic_and_identified_by_their_content() {
     let ir = peak_estate();
@@ -642,7 +445,7 @@ fn plans_are_deterministic_and_identified_by_their_content() {
     assert_eq!(a, b);
     let p = plan(&ir);
     assert!(p.plan_id.starts_with("sha256:") && p.plan_id.len() == 7 + 64);
-    assert_eq!(p.plan_id, verify::plan_id(&p));
+    assert_eq!(p.plan_id, berth_compiler::plan::plan_id(&p));
     assert_eq!(p.at, "2025-06-04T08:00:00Z");
 }
 

@@ -4,6 +4,14 @@
 //! inside a weekday peak window), checked by the independent verifier, and its plan
 //! snapshotted as JSON. Adding a case is adding a file. Every example must also place every
 //! replica at a quiet instant, outside every window.
+//!
+//! A fixture also states what it is about, in `// expect: FACT` lines at its end (at the end,
+//! so that they move no span the snapshot records). Each fact must be one of the plan's, as
+//! [`facts`] writes them: `placed W on T/P xN [variant V]`, `status W S`, `rejected W on T
+//! (STAGE REASON): MESSAGE`, `unplaced W: N missing: MESSAGE`, `hint W: HINT`, `held W by
+//! window N`, `approval W: policy P above AMOUNT, approvers A, B`, `no approval W`, `cost W:
+//! AMOUNT per day`, `window N in effect` or `window N closed`, `feasible` or `infeasible`.
+//! A failure lists the plan's facts, to copy from.
 
 use berth_compiler::diagnostics::Diagnostic;
 use berth_compiler::placement;
@@ -13,6 +21,7 @@ use berth_compiler::source::SourceMap;
 use berth_compiler::syntax::parse_file;
 use berth_compiler::verify;
 use jiff::Timestamp;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 const DEFAULT_AT: &str = "2025-06-04T08:00:00Z";
@@ -61,6 +70,77 @@ fn file_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// Every fact of `plan` an expectation may state (see the module docs).
+fn facts(plan: &Plan) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    out.insert(
+        if plan.feasible {
+            "feasible"
+        } else {
+            "infeasible"
+        }
+        .to_owned(),
+    );
+    for w in &plan.windows {
+        let state = if w.in_effect { "in effect" } else { "closed" };
+        out.insert(format!("window {} {state}", w.window));
+    }
+    for w in &plan.workloads {
+        let name = &w.workload;
+        let status = serde_json::to_value(w.status).expect("status");
+        out.insert(format!("status {name} {}", status.as_str().unwrap_or("?")));
+        out.insert(format!("cost {name}: {} per day", w.cost_per_day));
+        for p in &w.placements {
+            let pool = p.pool.as_deref().unwrap_or("-");
+            let mut fact = format!("placed {name} on {}/{pool} x{}", p.target, p.replicas);
+            if let Some(v) = &p.variant {
+                fact.push_str(&format!(" variant {}", v.variant));
+            }
+            out.insert(fact);
+        }
+        for r in &w.rejected {
+            let stage = serde_json::to_value(r.stage).expect("stage");
+            out.insert(format!(
+                "rejected {name} on {} ({} {}): {}",
+                r.target,
+                stage.as_str().unwrap_or("?"),
+                r.reason,
+                r.message
+            ));
+        }
+        if let Some(u) = &w.unplaced {
+            out.insert(format!(
+                "unplaced {name}: {} missing: {}",
+                u.missing_replicas, u.message
+            ));
+            if let Some(hint) = &u.hint {
+                out.insert(format!("hint {name}: {hint}"));
+            }
+            if let Some(window) = &u.held_by_window {
+                out.insert(format!("held {name} by window {window}"));
+            }
+        }
+        match &w.approval {
+            Some(a) => out.insert(format!(
+                "approval {name}: policy {} above {}, approvers {}",
+                a.policy,
+                a.threshold,
+                a.approvers.join(", ")
+            )),
+            None => out.insert(format!("no approval {name}")),
+        };
+    }
+    out
+}
+
+/// The fixture's `// expect: FACT` lines.
+fn expectations(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("// expect: "))
+        .map(str::trim)
+        .collect()
+}
+
 fn json(plan: &Plan) -> String {
     serde_json::to_string_pretty(plan).expect("json")
 }
@@ -70,6 +150,19 @@ fn use_cases_plan_and_verify() {
     insta::glob!("data/placement/*.berth", |path| {
         let text = std::fs::read_to_string(path).expect("fixture");
         let plan = check(&[(file_name(path), text.clone())], instant(&text));
+        let expected = expectations(&text);
+        assert!(
+            !expected.is_empty(),
+            "{}: no `// expect:` line says what the case is about",
+            path.display()
+        );
+        let facts = facts(&plan);
+        let missing: Vec<&&str> = expected.iter().filter(|e| !facts.contains(**e)).collect();
+        assert!(
+            missing.is_empty(),
+            "{}: expected {missing:#?}\nthe plan's facts: {facts:#?}",
+            path.display()
+        );
         insta::assert_snapshot!(json(&plan));
     });
 }

@@ -13,12 +13,13 @@
 //! `tests/data/placement/mip-counts/`, named as the bench names the instance).
 
 use berth_compiler::ir::Ir;
-use berth_compiler::ir::testkit::{
-    EstateShape, estate, scale_cpu_memory_and_caps, scale_gpu_pools,
-};
-use berth_compiler::placement::{self, planted::plant};
+use berth_compiler::placement;
 use berth_compiler::plan::WorkloadStatus;
 use berth_compiler::source::SourceMap;
+use berth_compiler::testing::ir::{
+    EstateShape, estate, scale_cpu_memory_and_caps, scale_gpu_pools,
+};
+use berth_compiler::testing::planted::plant;
 use berth_compiler::verify;
 use jiff::Timestamp;
 

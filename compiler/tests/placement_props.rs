@@ -7,11 +7,11 @@
 //!   hold (checked here too, directly on the plan);
 //! - planning twice gives byte-identical JSON.
 
-use berth_compiler::ir::testkit::{EstateShape, estate};
 use berth_compiler::ir::{Ir, Workload};
 use berth_compiler::placement;
 use berth_compiler::plan::{Plan, WorkloadStatus};
 use berth_compiler::source::SourceMap;
+use berth_compiler::testing::ir::{EstateShape, estate};
 use berth_compiler::verify;
 use jiff::Timestamp;
 use proptest::prelude::*;

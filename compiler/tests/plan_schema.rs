@@ -49,5 +49,5 @@ fn documented_example_is_a_plan() {
     let plan: Plan = serde_json::from_str(&doc[start..start + len]).expect("the example is a plan");
     assert_eq!(plan.format, PLAN_FORMAT);
     assert!(plan.verification.verified);
-    assert_eq!(plan.plan_id, berth_compiler::verify::plan_id(&plan));
+    assert_eq!(plan.plan_id, berth_compiler::plan::plan_id(&plan));
 }

@@ -1,6 +1,6 @@
 //! The verifier, tested on a hand-built estate (`verify_kit`) and a hand-written plan
-//! (`verify/base.plan.json`): the plan passes, and every corruption in
-//! `verify/mutations/*.json` (an RFC 6902 patch of the plan) is caught with the right
+//! (`data/verify/base.plan.json`): the plan passes, and every corruption in
+//! `data/verify/mutations/*.json` (an RFC 6902 patch of the plan) is caught with the right
 //! violation. Adding a case is adding a file; its snapshot shows every violation found.
 
 mod verify_kit;
@@ -12,7 +12,7 @@ use jiff::Timestamp;
 use serde::Deserialize;
 use std::fmt::Write as _;
 
-const BASE: &str = include_str!("verify/base.plan.json");
+const BASE: &str = include_str!("data/verify/base.plan.json");
 
 fn base_json() -> serde_json::Value {
     serde_json::from_str(BASE).expect("base plan is JSON")
@@ -83,10 +83,16 @@ fn plan_id_ignores_id_and_verification_only() {
     let mut other = plan.clone();
     other.plan_id = "sha256:whatever".into();
     other.verification = Default::default();
-    assert_eq!(verify::plan_id(&plan), verify::plan_id(&other));
-    assert_eq!(verify::plan_id(&plan), plan.plan_id);
+    assert_eq!(
+        berth_compiler::plan::plan_id(&plan),
+        berth_compiler::plan::plan_id(&other)
+    );
+    assert_eq!(berth_compiler::plan::plan_id(&plan), plan.plan_id);
     other.at = "2025-06-07T10:00:01Z".into();
-    assert_ne!(verify::plan_id(&plan), verify::plan_id(&other));
+    assert_ne!(
+        berth_compiler::plan::plan_id(&plan),
+        berth_compiler::plan::plan_id(&other)
+    );
     let hex = plan.plan_id.strip_prefix("sha256:").expect("prefixed");
     assert!(
         hex.len() == 64
@@ -99,7 +105,7 @@ fn plan_id_ignores_id_and_verification_only() {
 #[test]
 fn mutations() {
     let ir = verify_kit::estate();
-    insta::glob!("verify/mutations/*.json", |path| {
+    insta::glob!("data/verify/mutations/*.json", |path| {
         let text = std::fs::read_to_string(path).expect("readable case");
         let case: Case =
             serde_json::from_str(&text).expect("a case: about, patch, reseal, verify_at");
@@ -107,7 +113,7 @@ fn mutations() {
         json_patch::patch(&mut doc, &case.patch).expect("patch applies to the base plan");
         let mut plan: Plan = serde_json::from_value(doc).expect("patched plan is still a plan");
         if case.reseal {
-            plan.plan_id = verify::plan_id(&plan);
+            plan.plan_id = berth_compiler::plan::plan_id(&plan);
         }
         let at = match &case.verify_at {
             Some(at) => at.parse().expect("verify_at is RFC 3339"),

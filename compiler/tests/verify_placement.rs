@@ -566,7 +566,7 @@ fn try_corrupt(plan: &mut Plan, c: &Corruption) -> bool {
             return true;
         }
     }
-    plan.plan_id = verify::plan_id(plan);
+    plan.plan_id = berth_compiler::plan::plan_id(plan);
     true
 }
 

@@ -15,7 +15,7 @@ use jiff::Timestamp;
 use proptest::prelude::*;
 use serde_json::Value;
 
-const BASE: &str = include_str!("verify/base.plan.json");
+const BASE: &str = include_str!("data/verify/base.plan.json");
 
 fn base_plan() -> Plan {
     serde_json::from_str(BASE).expect("base plan")
@@ -94,7 +94,7 @@ fn every_decided_value_is_checked() {
         *doc.pointer_mut(path).expect("leaf exists") = changed;
         let mut plan: Plan = serde_json::from_value(doc).expect("mutated plan still reads");
         if path != "/plan_id" {
-            plan.plan_id = verify::plan_id(&plan);
+            plan.plan_id = berth_compiler::plan::plan_id(&plan);
         }
         checked += 1;
         if verify::verify(&ir, &plan, at).is_ok() {
@@ -134,7 +134,7 @@ fn window_state_violations(window: Window, secs: i64, recorded: bool) -> Vec<Vio
     // Keep `peak` (Europe/Paris) out of the way: record whatever the verifier computes.
     for peak in [false, true] {
         plan.windows[0].in_effect = peak;
-        plan.plan_id = verify::plan_id(&plan);
+        plan.plan_id = berth_compiler::plan::plan_id(&plan);
         let violations = match verify::verify(&ir, &plan, at) {
             Ok(_) => Vec::new(),
             Err(v) => v,

@@ -1,33 +1,16 @@
-//! The `berth` command line: argument parsing (clap), dispatch to commands, exit codes.
+//! The `berth` command line: argument parsing (clap) and dispatch to [`crate::commands`],
+//! one module per command; [`Exit`] is the exit code they end with.
 //!
 //! Conventions (PRODUCT.md): human output by default, `--output json` for machines, no colour
 //! unless stderr is a terminal and `NO_COLOR` is unset, and exit codes
 //! 0 clean / 1 errors found / 2 usage or environment problem.
 
-use crate::files::{self, FsReader, LoadError};
-use crate::fmt::{self, FmtMode};
-use crate::report::{ColorChoice, Environment, OutputFormat, Ui};
+use crate::commands::{self, check::Emit, fmt::FmtMode};
+use crate::report::{ColorChoice, Environment, Exit, OutputFormat, Ui};
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
 use std::io::{self, Write};
 use std::path::PathBuf;
-
-/// How a run ended; the process exit code.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Exit {
-    /// Nothing to report (0).
-    Clean = 0,
-    /// The sources have errors, or `fmt --check` found files to reformat (1).
-    ErrorsFound = 1,
-    /// Bad usage, unreadable input or a failing environment: nothing was checked (2).
-    Trouble = 2,
-}
-
-impl Exit {
-    pub fn code(self) -> i32 {
-        self as i32
-    }
-}
 
 /// berth compiles workload, target and policy specifications into a verified placement plan.
 #[derive(Debug, Parser)]
@@ -55,11 +38,11 @@ pub enum Command {
         paths: Vec<PathBuf>,
     },
     /// Place a spec's workloads: a verified plan, printed or saved (`-o FILE`).
-    Plan(crate::planning::PlanArgs),
+    Plan(commands::plan::PlanArgs),
     /// Why a workload went where it went, and why not elsewhere.
-    Explain(crate::planning::ExplainArgs),
+    Explain(commands::explain::ExplainArgs),
     /// Re-check a saved plan against its spec.
-    Verify(crate::planning::VerifyArgs),
+    Verify(commands::verify::VerifyArgs),
     /// Rewrite sources in the canonical layout.
     Fmt {
         /// Write nothing: list the files that would change and fail if there are any.
@@ -71,28 +54,21 @@ pub enum Command {
     },
     /// Manage the control plane's bundle-signing keys.
     #[command(subcommand)]
-    Keys(crate::agent::cli::KeysCommand),
+    Keys(commands::keys::KeysCommand),
     /// Run the edge agent: pull signed bundles, run their workloads, buffer telemetry.
-    Agent(crate::agent::cli::AgentArgs),
+    Agent(commands::agent::AgentArgs),
     /// Run the language server on stdin and stdout (for editors; see docs/editors.md).
     Lsp,
     /// Render the plan's Kubernetes objects as YAML, one file per cluster and namespace.
-    Render(crate::apply::RenderArgs),
+    Render(commands::render::RenderArgs),
     /// Server-side apply the plan to its clusters (`--dry-run` shows a diff per object).
-    Apply(crate::apply::ApplyArgs),
+    Apply(commands::apply::ApplyArgs),
     /// Show what `apply` would change, from the servers' dry run.
-    Diff(crate::apply::DiffArgs),
+    Diff(commands::diff::DiffArgs),
     /// Record an approval of a saved plan's placements (`PLAN.approval.json`).
-    Approve(crate::apply::ApproveArgs),
+    Approve(commands::approve::ApproveArgs),
     /// Desired vs ready replicas and live GPU allocation of the plan's clusters.
-    Status(crate::apply::StatusArgs),
-}
-
-/// A compiled form `berth check --emit` prints.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Emit {
-    /// The typed intermediate representation, as JSON (for debugging the compiler).
-    Ir,
+    Status(commands::status::StatusArgs),
 }
 
 /// Runs the command line of this process and returns its exit code.
@@ -152,108 +128,27 @@ fn clap_error(e: &clap::Error, env: Environment, out: &mut dyn Write, err: &mut 
 
 fn dispatch(command: Command, ui: &mut Ui<'_>) -> io::Result<Exit> {
     match command {
-        Command::Check { emit, paths } => check(&paths, emit, ui),
-        Command::Plan(args) => crate::planning::plan::run(&args, ui),
-        Command::Explain(args) => crate::planning::explain::run(&args, ui),
-        Command::Verify(args) => crate::planning::verify::run(&args, ui),
+        Command::Check { emit, paths } => commands::check::run(&paths, emit, ui),
+        Command::Plan(args) => commands::plan::run(&args, ui),
+        Command::Explain(args) => commands::explain::run(&args, ui),
+        Command::Verify(args) => commands::verify::run(&args, ui),
         Command::Fmt { check, paths } => {
             let mode = if check {
                 FmtMode::Check
             } else {
                 FmtMode::Write
             };
-            format_files(&paths, mode, ui)
+            commands::fmt::run_paths(&paths, mode, ui)
         }
-        Command::Keys(command) => crate::agent::cli::keys(command, ui),
-        Command::Agent(args) => crate::agent::cli::agent(args, ui),
+        Command::Keys(command) => commands::keys::run(command, ui),
+        Command::Agent(args) => commands::agent::run(args, ui),
         Command::Lsp => Ok(crate::lsp::main()),
-        Command::Render(args) => crate::apply::render(&args, ui),
-        Command::Apply(args) => crate::apply::apply(&args, ui),
-        Command::Diff(args) => crate::apply::diff(&args, ui),
-        Command::Approve(args) => crate::apply::approve(&args, ui),
-        Command::Status(args) => crate::apply::status(&args, ui),
+        Command::Render(args) => commands::render::run(&args, ui),
+        Command::Apply(args) => commands::apply::run(&args, ui),
+        Command::Diff(args) => commands::diff::run(&args, ui),
+        Command::Approve(args) => commands::approve::run(&args, ui),
+        Command::Status(args) => commands::status::run(&args, ui),
     }
-}
-
-fn check(paths: &[PathBuf], emit: Option<Emit>, ui: &mut Ui<'_>) -> io::Result<Exit> {
-    let loaded = match files::load(paths, &FsReader) {
-        Ok(loaded) => loaded,
-        Err(errors) => return load_failed(&errors, ui),
-    };
-    let specs = loaded.specs();
-    if let Some(Emit::Ir) = emit {
-        return check_emit_ir(&loaded, &specs, ui);
-    }
-    let output = berth_compiler::driver::check_specs(&loaded.sources, &specs);
-    ui.diagnostics(&output.diagnostics, &loaded.sources, serde_json::Map::new())?;
-    ui.summary(&output.diagnostics, loaded.sources.len())?;
-    Ok(if output.has_errors() {
-        Exit::ErrorsFound
-    } else {
-        Exit::Clean
-    })
-}
-
-/// `check --emit ir`: the IR of exactly one spec on stdout, diagnostics as usual on stderr.
-fn check_emit_ir(
-    loaded: &files::Loaded,
-    specs: &[Vec<berth_compiler::source::FileId>],
-    ui: &mut Ui<'_>,
-) -> io::Result<Exit> {
-    let [spec] = specs else {
-        ui.problem(
-            &format_args!(
-                "`--emit ir` takes one spec, but the paths hold {}",
-                specs.len()
-            ),
-            Some("name one spec directory (its files form one spec)"),
-        )?;
-        return Ok(Exit::Trouble);
-    };
-    let compiled = berth_compiler::driver::compile_spec(&loaded.sources, spec);
-    if let Some(ir) = &compiled.ir {
-        writeln!(ui.out, "{}", berth_compiler::sema::ir_to_json(ir))?;
-    }
-    // Stdout holds the IR: diagnostics go to stderr as for people, whatever `--output` says.
-    let mut human = Ui {
-        out: &mut *ui.out,
-        err: &mut *ui.err,
-        output: OutputFormat::Human,
-        color: ui.color,
-    };
-    human.diagnostics(
-        &compiled.diagnostics,
-        &loaded.sources,
-        serde_json::Map::new(),
-    )?;
-    human.summary(&compiled.diagnostics, spec.len())?;
-    Ok(if compiled.has_errors() {
-        Exit::ErrorsFound
-    } else {
-        Exit::Clean
-    })
-}
-
-fn format_files(paths: &[PathBuf], mode: FmtMode, ui: &mut Ui<'_>) -> io::Result<Exit> {
-    let Some(formatter) = fmt::FORMATTER else {
-        ui.problem(
-            &"`berth fmt` is not available in this build: it has no formatter yet",
-            Some("`berth check` still reports syntax errors"),
-        )?;
-        return Ok(Exit::Trouble);
-    };
-    let loaded = match files::load(paths, &FsReader) {
-        Ok(loaded) => loaded,
-        Err(errors) => return load_failed(&errors, ui),
-    };
-    fmt::run(&loaded, mode, formatter, ui)
-}
-
-fn load_failed(errors: &[LoadError], ui: &mut Ui<'_>) -> io::Result<Exit> {
-    for error in errors {
-        ui.problem(error, Some(error.hint()))?;
-    }
-    Ok(Exit::Trouble)
 }
 
 #[cfg(test)]

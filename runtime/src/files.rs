@@ -10,8 +10,8 @@
 //! unreadable, larger than [`MAX_FILE_BYTES`] (checked before reading the whole file) or not
 //! UTF-8 (with the byte offset and line of the first invalid byte).
 
+use berth_compiler::driver::MAX_FILE_BYTES;
 use berth_compiler::source::{FileId, SourceMap};
-use berth_compiler::syntax::limits::MAX_FILE_BYTES;
 use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -261,6 +261,30 @@ pub fn load(paths: &[PathBuf], reader: &dyn SourceReader) -> Result<Loaded, Vec<
     }
 }
 
+/// The loaded files of the spec at `root`, named relative to it: what is planned and
+/// digested, so a plan's source digest does not depend on where `berth` runs.
+pub fn relative_sources(root: &Path, loaded: &Loaded) -> SourceMap {
+    let mut sources = SourceMap::new();
+    for (file, file_path) in loaded.sources.files().iter().zip(&loaded.paths) {
+        sources.add(spec_relative_name(root, file_path), file.text.clone());
+    }
+    sources
+}
+
+/// `workloads.berth` for `DIR/workloads.berth`, `sub/x.berth` below it, the file name when
+/// the spec is one file; `/` separators on every platform.
+fn spec_relative_name(root: &Path, file: &Path) -> String {
+    let relative = match file.strip_prefix(root) {
+        Ok(rel) if !rel.as_os_str().is_empty() => rel,
+        _ => file.file_name().map_or(file, Path::new),
+    };
+    relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -357,5 +381,20 @@ mod tests {
             assert_eq!(file.name, path.display().to_string());
         }
         assert_eq!(loaded.sources.files()[0].text, "a");
+    }
+
+    #[test]
+    fn names_are_relative_to_the_spec() {
+        let root = Path::new("examples/three-plants");
+        assert_eq!(
+            spec_relative_name(root, &root.join("workloads.berth")),
+            "workloads.berth"
+        );
+        assert_eq!(
+            spec_relative_name(root, &root.join("sub").join("x.berth")),
+            "sub/x.berth"
+        );
+        let file = Path::new("specs/one.berth");
+        assert_eq!(spec_relative_name(file, file), "one.berth");
     }
 }

@@ -1,31 +1,23 @@
 //! The berth runtime: everything that touches the outside world (files, clusters, agents,
 //! NVML) and the `berth` command line. Depends on the compiler, never the reverse.
 //!
+//! - [`cli`]: argument parsing and dispatch of the `berth` binary.
+//! - [`commands`]: one module per command (`check`, `fmt`, `plan`, `explain`, `verify`,
+//!   `render`, `apply`, `diff`, `approve`, `status`, `keys`, `agent`).
+//! - [`backends`]: where a verified plan goes: Kubernetes ([`backends::k8s`]), Azure Arc
+//!   through GitOps ([`backends::arc`]), edge and local targets ([`backends::edge`]: signed
+//!   bundles, keys, bundle stores, the agents' status).
 //! - [`agent`]: the edge agent (and the embedded one of `local` targets).
-//! - [`apply`]: `render`, `apply`, `diff`, `approve`, `status`: plan input, refusals,
-//!   dispatch per target runtime.
-//! - [`arc`]: Azure Arc-attached targets: kustomizations committed to a GitOps repository.
-//! - [`bundle`]: signed bundles, keys and bundle stores.
-//! - [`cli`]: argument parsing, dispatch and exit codes of the `berth` binary.
-//! - [`edge_apply`]: `berth apply` for edge targets (signed bundles published) and `local`
-//!   targets (run by an embedded agent).
-//! - [`files`]: finding and reading `.berth` sources (the compiler never does I/O).
-//! - [`fmt`]: `berth fmt`, with atomic in-place rewrites.
-//! - [`k8s`]: the Kubernetes backend (render, server-side apply, diff, prune, status).
 //! - [`lsp`]: `berth lsp`, the language server over stdio.
-//! - [`planning`]: `berth plan`, `berth explain` and `berth verify`.
-//! - [`report`]: human and JSON output, colour decisions.
+//! - [`files`]: finding and reading `.berth` sources (the compiler never does I/O).
+//! - [`report`]: human and JSON output, colour decisions, exit codes.
+//! - [`tasks`]: the async runtime and shutdown signal of the commands that wait.
 
 pub mod agent;
-pub mod apply;
-pub mod arc;
-pub mod bundle;
+pub mod backends;
 pub mod cli;
-pub mod edge_apply;
-pub mod edge_status;
+pub mod commands;
 pub mod files;
-pub mod fmt;
-pub mod k8s;
 pub mod lsp;
-pub mod planning;
 pub mod report;
+pub mod tasks;

@@ -2,7 +2,7 @@
 //! colour only when allowed) or one JSON document on stdout.
 //!
 //! Commands write through a [`Ui`] rather than to the process streams, so they can be run and
-//! checked in-process.
+//! checked in-process, and end with an [`Exit`].
 
 use berth_compiler::diagnostics::Diagnostic;
 use berth_compiler::diagnostics::render::{Summary, render_terminal, to_json_document};
@@ -11,6 +11,23 @@ use clap::builder::styling::{AnsiColor, Style};
 use serde_json::Value;
 use std::fmt::Display;
 use std::io::{self, IsTerminal, Write};
+
+/// How a run ended; the process exit code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// Nothing to report (0).
+    Clean = 0,
+    /// The sources have errors, or `fmt --check` found files to reformat (1).
+    ErrorsFound = 1,
+    /// Bad usage, unreadable input or a failing environment: nothing was checked (2).
+    Trouble = 2,
+}
+
+impl Exit {
+    pub fn code(self) -> i32 {
+        self as i32
+    }
+}
 
 /// How results are printed (`--output`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]

@@ -641,7 +641,7 @@ impl Planned {
 pub fn plan_spec(spec: &Path, at: &str) -> Planned {
     use berth_runtime::files::{self, FsReader};
     let loaded = files::load(&[spec.to_path_buf()], &FsReader).expect("load spec");
-    let sources = berth_runtime::planning::spec::relative_sources(spec, &loaded);
+    let sources = berth_runtime::files::relative_sources(spec, &loaded);
     let planned = berth_compiler::driver::plan(&sources, at.parse().expect("at"))
         .unwrap_or_else(|_| panic!("{} plans", spec.display()));
     let ir = berth_compiler::driver::compile(&sources)

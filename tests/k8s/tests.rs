@@ -14,7 +14,7 @@ fn client(server: &TestServer) -> kube::Client {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("kubeconfig");
     std::fs::write(&path, kubeconfig(&[("test", server)], TOKEN)).expect("write kubeconfig");
-    let configs = berth_runtime::k8s::kubeconfig::Kubeconfigs::from_paths(&[path]);
+    let configs = berth_runtime::backends::k8s::kubeconfig::Kubeconfigs::from_paths(&[path]);
     // The client's buffer task needs the runtime it will run on.
     server.block_on(async {
         let mut config = configs

@@ -8,14 +8,18 @@
 
 pub mod locate;
 
+/// The embedded standard library's files (their ids and names), which definitions may
+/// point into.
+pub use crate::sema::stdlib;
+
 use crate::diagnostics::Diagnostic;
 use crate::driver::{self, Compilation};
 use crate::ir;
 use crate::plan::WorkloadStatus;
+use crate::sema;
 use crate::sema::resolve::{Def, Names, ScopeRef, USER_NS};
 use crate::sema::schema::{self, BlockSchema, Field, Presence};
 use crate::sema::types::{RefKind, Ty};
-use crate::sema::{self, stdlib};
 use crate::source::{FileId, SourceMap, Span};
 use crate::syntax::ast::{DeclKind, EntryKind, Ident, Item, ItemKind, SourceFileAst};
 use crate::syntax::token::Token;
@@ -460,6 +464,8 @@ fn site_span(site: &Site<'_>) -> Span {
 }
 
 /// The item defining `def` and its file.
+// INVARIANT: a `Def`'s index is its definition's position in the table of `names` it names.
+#[allow(clippy::indexing_slicing)]
 fn def_item<'a>(names: &Names<'a>, def: Def) -> (&'a Item, FileId) {
     let item = match def {
         Def::Const(i) => names.consts[i as usize].item,

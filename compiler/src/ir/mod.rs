@@ -7,13 +7,14 @@
 //! diagnostics, `explain` and the plan's rejection reasons.
 
 pub mod eval;
-#[doc(hidden)]
-pub mod testkit;
+mod window;
 
 use crate::source::Span;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
+
+pub use window::UnknownZone;
 
 macro_rules! id {
     ($($(#[doc = $d:literal])* $name:ident;)*) => {$(
@@ -87,6 +88,9 @@ pub struct Ir {
     pub spans: SpanTable,
 }
 
+// INVARIANT: these accessors take ids issued for this IR's own tables (`WorkloadId(i)` for
+// `workloads[i]`, …); an id of another IR is a bug in the caller.
+#[allow(clippy::indexing_slicing)]
 impl Ir {
     pub fn workload(&self, id: WorkloadId) -> &Workload {
         &self.workloads[id.index()]
@@ -520,6 +524,18 @@ impl Selector {
             Selector::Class(c) => w.class == *c,
             Selector::Kind(k) => w.kind == *k,
             Selector::Team(t) => w.team == *t,
+        }
+    }
+}
+
+/// `class experiment`, `kind notebook`, `team research`: how plans, reasons and violations
+/// write a selector.
+impl fmt::Display for Selector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Selector::Class(c) => write!(f, "class {c}"),
+            Selector::Kind(k) => write!(f, "kind {k}"),
+            Selector::Team(t) => write!(f, "team {t}"),
         }
     }
 }

@@ -20,6 +20,13 @@
 //! they are computed once per workload and kind ([`PoolFit`]); the pair loop only looks them
 //! up.
 
+// INVARIANT: every index is a dense id of the IR being placed (workload < `ir.workloads.len()`,
+// target < `ir.targets.len()`, a pool < its target's pools) or a position in a table the solver
+// sized from those counts when it built it (`EstateIndex`, `EligibilityMatrix`, `Assignment`'s
+// options and slots, the ledgers); nothing from user text indexes here. Indexing is the hot
+// path; the property tests and planted estates run it over generated estates.
+#![allow(clippy::indexing_slicing)]
+
 use super::index::{EstateIndex, Partition, PoolKind, UNKNOWN_NAME};
 use super::verdict::{Cell, NO_DETAIL, Reason, Verdict};
 use crate::ir::{EnvClass, Ir, Workload};
@@ -370,8 +377,8 @@ pub fn cpu_variant(ir: &Ir, w: &Workload) -> Option<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::testkit::{IrBuilder, gib, ms};
     use crate::ir::{Classification, Connectivity, Maturity};
+    use crate::testing::ir::{IrBuilder, gib, ms};
 
     fn verdicts(ir: &Ir) -> Vec<Vec<Option<Reason>>> {
         let index = EstateIndex::build(ir);

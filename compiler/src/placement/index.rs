@@ -3,6 +3,13 @@
 //! table indexed by service id, data offers by interned name, pools flattened with the
 //! distinct (accelerator, MIG profile) "kinds" they are made of, regions interned.
 
+// INVARIANT: every index is a dense id of the IR being placed (workload < `ir.workloads.len()`,
+// target < `ir.targets.len()`, a pool < its target's pools) or a position in a table the solver
+// sized from those counts when it built it (`EstateIndex`, `EligibilityMatrix`, `Assignment`'s
+// options and slots, the ledgers); nothing from user text indexes here. Indexing is the hot
+// path; the property tests and planted estates run it over generated estates.
+#![allow(clippy::indexing_slicing)]
+
 use crate::ir::{AcceleratorId, Connectivity, EnvClass, Ir, Maturity, ServiceId};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -272,7 +279,7 @@ fn pool_kind(ir: &Ir, p: &crate::ir::Pool) -> (PoolKind, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::testkit::{IrBuilder, gib, ms};
+    use crate::testing::ir::{IrBuilder, gib, ms};
 
     #[test]
     fn pools_kinds_offers_and_regions() {

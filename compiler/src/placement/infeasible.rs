@@ -2,6 +2,13 @@
 //! requirement no target meets, how much is missing, and the smallest change that would help
 //! where it is known. Also the assignment-stage reason for each permitted target left unused.
 
+// INVARIANT: every index is a dense id of the IR being placed (workload < `ir.workloads.len()`,
+// target < `ir.targets.len()`, a pool < its target's pools) or a position in a table the solver
+// sized from those counts when it built it (`EstateIndex`, `EligibilityMatrix`, `Assignment`'s
+// options and slots, the ledgers); nothing from user text indexes here. Indexing is the hot
+// path; the property tests and planted estates run it over generated estates.
+#![allow(clippy::indexing_slicing)]
+
 use super::Solved;
 use super::assign::{Block, NO_POOL};
 use super::eligibility::gpu_units;

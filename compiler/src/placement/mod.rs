@@ -15,18 +15,17 @@ pub mod assign;
 pub mod eligibility;
 pub mod index;
 pub mod infeasible;
-pub mod planted;
 pub mod policy;
 pub mod reasons;
-mod tally;
+pub(crate) mod tally;
 pub mod units;
 pub mod verdict;
 
 use crate::ir::{Ir, Money, TargetId, WorkloadId};
 use crate::plan::{
     ApprovalRequired, DataBinding, LedgerEntry, PLAN_FORMAT, Placement, Plan, PoolLedger,
-    ReclaimRule, Rejection, RejectionStage, ScoreTerm, ServiceBinding, TargetLedger,
-    VariantBinding, Verification, WindowState, WorkloadPlan, WorkloadStatus,
+    Rejection, RejectionStage, ScoreTerm, ServiceBinding, TargetLedger, VariantBinding,
+    Verification, WindowState, WorkloadPlan, WorkloadStatus,
 };
 use crate::source::SourceMap;
 use assign::{Assignment, NO_POOL, Opt};
@@ -35,7 +34,6 @@ use index::EstateIndex;
 use jiff::Timestamp;
 use policy::PolicyContext;
 use rayon::prelude::*;
-use sha2::{Digest, Sha256};
 use verdict::{Reason, Verdict};
 
 /// Estates up to this many targets list every rejected target of every workload.
@@ -85,6 +83,12 @@ pub fn plan(
     solved.plan(at, source_digest, compiler_version)
 }
 
+// INVARIANT: every index is a dense id of the IR being placed (workload < `ir.workloads.len()`,
+// target < `ir.targets.len()`, a pool < its target's pools) or a position in a table the solver
+// sized from those counts when it built it (`EstateIndex`, `EligibilityMatrix`, `Assignment`'s
+// options and slots, the ledgers); nothing from user text indexes here. Indexing is the hot
+// path; the property tests and planted estates run it over generated estates.
+#[allow(clippy::indexing_slicing)]
 impl Solved<'_> {
     /// Assembles the plan.
     pub fn plan(&self, at: Timestamp, source_digest: &str, compiler_version: &str) -> Plan {
@@ -114,10 +118,10 @@ impl Solved<'_> {
                     in_effect: *on,
                 })
                 .collect(),
-            reclaims: self.reclaims(),
+            reclaims: crate::plan::reclaim_rules(ir),
             verification: Verification::default(),
         };
-        plan.plan_id = plan_id(&plan);
+        plan.plan_id = crate::plan::plan_id(&plan);
         plan
     }
 
@@ -403,63 +407,4 @@ impl Solved<'_> {
             })
             .collect()
     }
-
-    fn reclaims(&self) -> Vec<ReclaimRule> {
-        let ir = self.ir;
-        ir.policy
-            .reclaims
-            .iter()
-            .map(|r| ReclaimRule {
-                policy: r.policy.clone(),
-                selector: reasons::selector(&r.selector),
-                idle_after_ns: r.idle_after,
-                workloads: ir
-                    .workloads
-                    .iter()
-                    .filter(|w| r.selector.matches(w))
-                    .map(|w| w.name.clone())
-                    .collect(),
-            })
-            .collect()
-    }
-}
-
-/// `sha256:` + hex over the plan's JSON with `plan_id` and `verification` emptied.
-pub fn plan_id(plan: &Plan) -> String {
-    let digest = if plan.plan_id.is_empty() && plan.verification == Verification::default() {
-        json_sha256(plan)
-    } else {
-        let mut blank = plan.clone();
-        blank.plan_id = String::new();
-        blank.verification = Verification::default();
-        json_sha256(&blank)
-    };
-    let mut out = String::with_capacity(7 + 64);
-    out.push_str("sha256:");
-    for b in digest {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
-}
-
-/// SHA-256 of the compact JSON, streamed into the hasher (a large plan is never held twice).
-fn json_sha256(plan: &Plan) -> Vec<u8> {
-    struct HashWriter(Sha256);
-    impl std::io::Write for HashWriter {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.update(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut w = std::io::BufWriter::with_capacity(1 << 16, HashWriter(Sha256::new()));
-    // Serialising these plain structs cannot fail; if it ever did, the id would still be
-    // a deterministic function of the plan's prefix.
-    let _ = serde_json::to_writer(&mut w, plan);
-    // The hasher never fails, so the flush empties the buffer.
-    let _ = std::io::Write::flush(&mut w);
-    let (hasher, _) = w.into_parts();
-    hasher.0.finalize().to_vec()
 }

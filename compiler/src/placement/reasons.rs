@@ -2,6 +2,13 @@
 //! locations of both sides (the requirement in the workload, placement or policy; the offer
 //! in the target). Rendered lazily, only for the rejections a plan lists.
 
+// INVARIANT: every index is a dense id of the IR being placed (workload < `ir.workloads.len()`,
+// target < `ir.targets.len()`, a pool < its target's pools) or a position in a table the solver
+// sized from those counts when it built it (`EstateIndex`, `EligibilityMatrix`, `Assignment`'s
+// options and slots, the ledgers); nothing from user text indexes here. Indexing is the hot
+// path; the property tests and planted estates run it over generated estates.
+#![allow(clippy::indexing_slicing)]
+
 use super::Solved;
 use super::eligibility::gpu_units;
 use super::index::Partition;

@@ -1,6 +1,9 @@
 //! Small keyed counters: `(key, count)` lists for the few targets, regions or pools one
 //! workload touches, where a linear scan beats a map and iteration order never matters.
 
+// INVARIANT: `i` is the position `position` found in the same list just above.
+#![allow(clippy::indexing_slicing)]
+
 /// The count kept for `key` (zero when absent).
 pub(crate) fn count(list: &[(u32, u32)], key: u32) -> u32 {
     list.iter().find(|e| e.0 == key).map_or(0, |e| e.1)

@@ -8,8 +8,10 @@
 //! The placement engine fills a [`Plan`] (`placement::plan`); the verifier (`verify`) reads
 //! one back and re-checks it against the IR without calling into the placement engine.
 
-use crate::ir::Money;
+use crate::ir::{Ir, Money};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::fmt::Write as _;
 
 /// The format identifier written into every plan.
 pub const PLAN_FORMAT: &str = "berth.plan/v1";
@@ -259,4 +261,84 @@ pub struct Verification {
     pub checks: Vec<String>,
     /// Empty for a written plan (a plan that fails is never written).
     pub violations: Vec<String>,
+}
+
+/// The plan's identity: `sha256:` and the lowercase hex SHA-256 of the plan serialised
+/// compact (`serde_json`, fields in declaration order) after `plan_id` is set to the empty
+/// string and `verification` to its default (not verified, no checks, no violations). The
+/// engine seals a plan with it and the verifier checks it: it is the format's definition.
+pub fn plan_id(plan: &Plan) -> String {
+    let digest = if plan.plan_id.is_empty() && plan.verification == Verification::default() {
+        json_sha256(plan)
+    } else {
+        let mut blank = plan.clone();
+        blank.plan_id = String::new();
+        blank.verification = Verification::default();
+        json_sha256(&blank)
+    };
+    format!("sha256:{}", hex(&digest))
+}
+
+/// SHA-256 of the compact JSON, streamed into the hasher (a large plan is never held twice).
+fn json_sha256(plan: &Plan) -> Vec<u8> {
+    struct HashWriter(Sha256);
+    impl std::io::Write for HashWriter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.update(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, HashWriter(Sha256::new()));
+    // Serialising these plain structs cannot fail; if it ever did, the id would still be
+    // a deterministic function of the plan's prefix.
+    let _ = serde_json::to_writer(&mut w, plan);
+    // The hasher never fails, so the flush empties the buffer.
+    let _ = std::io::Write::flush(&mut w);
+    let (hasher, _) = w.into_parts();
+    hasher.0.finalize().to_vec()
+}
+
+/// Lowercase hex of `bytes`: the text of every digest (`sha256:` + hex in plans, bundles and
+/// the model cache), key and signature berth writes.
+pub fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
+}
+
+/// The reclaim rules a plan records for `ir`: each policy's `reclaim` rule with the
+/// workloads its selector covers, in IR order. The engine writes them, the verifier
+/// compares a plan's against them.
+pub fn reclaim_rules(ir: &Ir) -> Vec<ReclaimRule> {
+    ir.policy
+        .reclaims
+        .iter()
+        .map(|r| ReclaimRule {
+            policy: r.policy.clone(),
+            selector: r.selector.to_string(),
+            idle_after_ns: r.idle_after,
+            workloads: ir
+                .workloads
+                .iter()
+                .filter(|w| r.selector.matches(w))
+                .map(|w| w.name.clone())
+                .collect(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_is_lowercase_two_digits_a_byte() {
+        assert_eq!(hex(&[0x00, 0x0a, 0xff, 0x5c]), "000aff5c");
+        assert_eq!(hex(&[]), "");
+    }
 }

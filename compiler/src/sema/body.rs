@@ -2,8 +2,12 @@
 //! fields (with "did you mean"), fields written in the wrong form, duplicates, missing
 //! required fields, and each value against its field's type.
 
+// INVARIANT: `index` is the position of a field in the schema whose fields `slots` was sized
+// from (`Fields::new`).
+#![allow(clippy::indexing_slicing)]
+
+use super::checker::Checker;
 use super::error::SemaError;
-use super::eval::Checker;
 use super::resolve::{ScopeRef, suggest};
 use super::schema::{BlockSchema, Presence, Shape};
 use super::types::{Ty, Val};

@@ -12,8 +12,8 @@
 //! would accept any GPU at all, which is almost always an oversight (a 16GB T4 and a 141GB H200
 //! are not interchangeable), and one line fixes it.
 
+use super::checker::{Catalogued, Checker};
 use super::error::SemaError;
-use super::eval::{Catalogued, Checker};
 use super::lower::{accelerator, check_mig_profile};
 use crate::ir::{AcceleratorId, Ir, SpanTable};
 

@@ -8,9 +8,14 @@
 //! While lowering, accelerator and service ids are the indices of the constants that define
 //! them; [`remap_catalogue`] then numbers the ones actually used densely, in definition order.
 
+// INVARIANT: model, workload, target, placement and const ids are positions in the tables of
+// `names` they index, `catalogue` is sized from `names.consts`, and `port_spans` runs beside
+// the ports it was collected with.
+#![allow(clippy::indexing_slicing)]
+
 use super::body::{Fields, Owner};
+use super::checker::{Catalogued, Checker};
 use super::error::SemaError;
-use super::eval::{Catalogued, Checker};
 use super::resolve::{Def, Typo};
 use super::schema::{self, BlockSchema};
 use super::types::{EnumTy, MapKeyVal, Val};

@@ -4,7 +4,7 @@
 //! Pipeline (each step keeps going after errors, so one run reports them all):
 //! 1. [`resolve`]: collect definitions of the standard library and the spec's files, one
 //!    namespace per spec, and resolve `use` imports.
-//! 2. [`lower`]: check every item's body against its [`schema`] (via `body` and `eval`,
+//! 2. [`lower`]: check every item's body against its [`schema`] (via `body` and [`checker`],
 //!    with the [`types`] of the language) and lower it to the IR; [`policy`] does the same for
 //!    policy rules and type-checks conditions.
 //! 3. [`checks`]: semantic checks over the lowered spec.
@@ -13,9 +13,9 @@
 //! standard library is parsed by the same parser as any file).
 
 pub mod body;
+pub mod checker;
 pub mod checks;
 pub mod error;
-pub mod eval;
 pub mod lower;
 pub mod policy;
 pub mod resolve;
@@ -30,7 +30,7 @@ use crate::ir::{self, Ir};
 use crate::source::SourceMap;
 use crate::syntax::Parsed;
 use crate::syntax::ast::SourceFileAst;
-use eval::{Catalogued, Checker};
+use checker::{Catalogued, Checker};
 use resolve::Names;
 
 /// Analyses the parsed files of one spec (all files of a directory, in path order).

@@ -9,6 +9,12 @@
 //! Hash maps here serve lookups only; nothing iterates them into output (suggestions sort
 //! their candidates).
 
+// INVARIANT: namespace and unit ids are positions this module gave when it pushed them
+// (`namespaces`, `units`), a `Def`'s index is its definition's position in the table it names,
+// and a `use` path is never empty (the parser gives one segment at least); byte counts index
+// 256-entry tables by a `u8`.
+#![allow(clippy::indexing_slicing)]
+
 use super::error::SemaError;
 use crate::source::{FileId, Span};
 use crate::syntax::ast::{

@@ -3,6 +3,9 @@
 //! Done after parsing, over spans, so that comments never influence the grammar and can
 //! never cause a parse error.
 
+// INVARIANT: `i` is above 0 where `comments[i - 1]` is read.
+#![allow(clippy::indexing_slicing)]
+
 use super::ast::{Body, Entry, EntryKind, Expr, ExprKind, ItemKind, Rule, RuleKind, SourceFileAst};
 use super::lexer::{Comment, CommentKind};
 use crate::source::Span;

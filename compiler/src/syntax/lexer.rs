@@ -5,6 +5,9 @@
 //! malformed token becomes [`Token::Invalid`] in the stream (so the parser does not cascade)
 //! plus one [`LexError`].
 
+// INVARIANT: `i` runs below `rest.len()`.
+#![allow(clippy::indexing_slicing)]
+
 use super::token::{ClockTime, Num, Quantity, Token, Unit};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::source::{FileId, Span};

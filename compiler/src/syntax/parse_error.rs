@@ -7,6 +7,10 @@
 //! the expected set to what helps a reader. Errors at tokens the lexer already reported
 //! ([`Token::Invalid`]) are dropped here, so one mistake is reported once.
 
+// INVARIANT: `j` and `open` are token positions above 0 found in `tokens` by the scan just
+// above.
+#![allow(clippy::indexing_slicing)]
+
 use super::prepass::Delimiters;
 use super::token::Token;
 use crate::diagnostics::{Code, Diagnostic};

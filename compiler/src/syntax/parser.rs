@@ -16,6 +16,9 @@
 //! Skipping always jumps over whole balanced groups, using the delimiter matching from the
 //! prepass, so one mistake never turns into a cascade.
 
+// INVARIANT: `tokens[MAX_TOKENS]` is read only when there are more than `MAX_TOKENS` tokens.
+#![allow(clippy::indexing_slicing)]
+
 use super::ast::{
     BinaryOp, Body, CompareOp, ConstItem, Decl, DeclKind, Entry, EntryKind, Expr, ExprKind, Ident,
     Item, ItemKind, MapEntry, MapKey, PolicyItem, Rule, RuleKind, SourceFileAst, Spanned, StrLit,
@@ -1255,7 +1258,7 @@ mod tests {
     #[test]
     fn fast_and_diagnostic_passes_build_the_same_tree() {
         let texts = [
-            crate::testgen::spec(300),
+            crate::testing::specs::spec(300),
             "const p = (\"paren\")\nconst q = [(\"a\"), \"b\", \"\"]\nconst r = {\"k\": (\"v\")}"
                 .to_string(),
             "policy p { deny \"r\" when a window w = daily 00:00..24:00 in \"UTC\" }".to_string(),

@@ -9,6 +9,10 @@
 //! Delimiter matching is computed once here too: error recovery uses it to skip whole groups
 //! and to tell "this `{` is never closed" apart from "something odd inside a closed `{ }`".
 
+// INVARIANT: `stack` holds positions of `tokens` (`partner` is sized from them), and
+// `level_ops` has an entry per nesting level up to `current`.
+#![allow(clippy::indexing_slicing)]
+
 use super::limits::{MAX_EXPR_DEPTH, MAX_NESTING};
 use super::parse_error::{NestingKind, ParseError};
 use super::token::Token;

@@ -2,7 +2,7 @@
 //! without the parser or semantics so that the verifier is tested on its own.
 //!
 //! The estate (`estate()`) has four targets and seven workloads exercising every rule the
-//! verifier checks; `tests/verify/base.plan.json` is a valid plan for it, written by hand.
+//! verifier checks; `tests/data/verify/base.plan.json` is a valid plan for it, written by hand.
 
 #![allow(dead_code)]
 

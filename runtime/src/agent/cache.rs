@@ -107,7 +107,7 @@ impl Cache {
             match self.download(uri, &partial).await {
                 Ok((hasher, size)) => {
                     let actual =
-                        format!("sha256:{}", crate::bundle::keys::to_hex(&hasher.finalize()));
+                        format!("sha256:{}", berth_compiler::plan::hex(&hasher.finalize()));
                     if actual != digest {
                         let _ = tokio::fs::remove_file(&partial).await;
                         return Err(FetchError::Mismatch {

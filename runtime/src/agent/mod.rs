@@ -2,7 +2,7 @@
 //! control plane is out of reach (docs/agent.md).
 //!
 //! One loop pulls the bundle (on an interval and on `POST /v1/sync`), verifies and admits it
-//! ([`crate::bundle`]), stores it ([`state`]) and reconciles: artifacts into the model cache
+//! ([`crate::backends::edge::bundle`]), stores it ([`state`]) and reconciles: artifacts into the model cache
 //! ([`cache`]), then replicas started, restarted and stopped ([`supervise`]). A second loop
 //! samples the GPUs ([`gpu`]) and reclaims idle workloads; the HTTP API ([`api`]) reads what
 //! both know. The same agent runs embedded in `berth apply` for `runtime = local` targets,
@@ -13,14 +13,13 @@
 
 pub mod api;
 pub mod cache;
-pub mod cli;
 pub mod gpu;
 pub mod source;
 pub mod state;
 pub mod supervise;
 pub mod tls;
 
-use crate::bundle::{self, Bundle, BundleWorkload, SignedBundle};
+use crate::backends::edge::bundle::{self, Bundle, BundleWorkload, SignedBundle};
 use ed25519_dalek::VerifyingKey;
 use serde::Serialize;
 use state::{NewEvent, State};

@@ -50,7 +50,7 @@ pub async fn pull(
             .map_err(|e| format!("cannot read `{path}`: {e}"))?;
         let tag = format!(
             "\"sha256:{}\"",
-            crate::bundle::keys::to_hex(&Sha256::digest(&bytes))
+            berth_compiler::plan::hex(&Sha256::digest(&bytes))
         );
         if etag == Some(tag.as_str()) {
             return Ok(Pulled::NotModified);

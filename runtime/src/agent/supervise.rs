@@ -8,7 +8,7 @@
 //! against recycled pids).
 
 use super::state::{NewEvent, ProcessRecord, State};
-use crate::bundle::BundleWorkload;
+use crate::backends::edge::bundle::BundleWorkload;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;

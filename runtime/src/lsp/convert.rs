@@ -2,7 +2,7 @@
 //! paths and URIs, and compiler diagnostics and protocol diagnostics.
 
 use berth_compiler::diagnostics::{Diagnostic, Severity};
-use berth_compiler::sema::stdlib;
+use berth_compiler::ide::stdlib;
 use berth_compiler::source::{FileId, SourceFile, Span};
 use lsp_types as lsp;
 use std::path::{Path, PathBuf};

@@ -4,10 +4,10 @@
 use super::STD_SOURCE_METHOD;
 use super::convert::{self, std_file, std_uri};
 use super::state::Server;
+use berth_compiler::driver::format_file;
+use berth_compiler::ide::stdlib;
 use berth_compiler::ide::{self, Analysis, CompletionKind, SymbolKind, TokenClass};
-use berth_compiler::sema::stdlib;
 use berth_compiler::source::{FileId, SourceFile, Span};
-use berth_compiler::syntax::format::format_file;
 use lsp_server::{ErrorCode, Notification, Request, Response};
 use lsp_types as lsp;
 use lsp_types::notification::{
@@ -236,7 +236,7 @@ pub fn hover_off_the_loop(
     std::thread::spawn(move || {
         let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // The runtime owns the clock: the placement shown is the plan as of now.
-            let now = jiff::Timestamp::now();
+            let now = crate::commands::spec::now();
             let file = analysis.sources.get(id)?;
             let h = analysis.hover(id, offset, Some(now))?;
             Some(lsp::Hover {
@@ -268,7 +268,7 @@ fn hover(server: &mut Server, at: lsp::TextDocumentPositionParams) -> Option<lsp
     with_doc(server, &at.text_document.uri, |doc| {
         let offset = doc.offset(at.position);
         // The runtime owns the clock: the placement shown is the plan as of now.
-        let now = jiff::Timestamp::now();
+        let now = crate::commands::spec::now();
         let h = doc.analysis.hover(doc.file.id, offset, Some(now))?;
         Some(lsp::Hover {
             contents: lsp::HoverContents::Markup(lsp::MarkupContent {

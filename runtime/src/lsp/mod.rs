@@ -15,7 +15,7 @@ mod convert;
 mod handlers;
 mod state;
 
-use crate::cli::Exit;
+use crate::report::Exit;
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, Response};
 use lsp_types as lsp;
 use state::Server;

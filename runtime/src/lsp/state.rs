@@ -102,16 +102,15 @@ impl Server {
         for path in paths {
             let text = match self.open.get(&path) {
                 Some(text) => text.clone(),
-                None => match crate::files::read_source(
-                    &path,
-                    berth_compiler::syntax::limits::MAX_FILE_BYTES,
-                ) {
-                    Ok(text) => text,
-                    Err(e) => {
-                        eprintln!("berth lsp: {e}");
-                        continue;
+                None => {
+                    match crate::files::read_source(&path, berth_compiler::driver::MAX_FILE_BYTES) {
+                        Ok(text) => text,
+                        Err(e) => {
+                            eprintln!("berth lsp: {e}");
+                            continue;
+                        }
                     }
-                },
+                }
             };
             sources.add(path.display().to_string(), text);
             kept.push(path);

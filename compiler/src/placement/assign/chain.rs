@@ -16,6 +16,13 @@
 //! they may do is bounded by a budget of options examined that scales with the estate, never
 //! by time, so the result is deterministic.
 
+// INVARIANT: every index is a dense id of the IR being placed (workload < `ir.workloads.len()`,
+// target < `ir.targets.len()`, a pool < its target's pools) or a position in a table the solver
+// sized from those counts when it built it (`EstateIndex`, `EligibilityMatrix`, `Assignment`'s
+// options and slots, the ledgers); nothing from user text indexes here. Indexing is the hot
+// path; the property tests and planted estates run it over generated estates.
+#![allow(clippy::indexing_slicing)]
+
 use super::{Assigner, Block, NO_POOL, Opt, Scarce};
 use crate::ir::WorkloadClass;
 use std::collections::{BTreeMap, BTreeSet};

@@ -33,6 +33,13 @@
 //! restored as it was. Randomness comes from a fixed-seed [`SplitMix64`] and the work is
 //! bounded by a budget of options examined, so the result is deterministic.
 
+// INVARIANT: every index is a dense id of the IR being placed (workload < `ir.workloads.len()`,
+// target < `ir.targets.len()`, a pool < its target's pools) or a position in a table the solver
+// sized from those counts when it built it (`EstateIndex`, `EligibilityMatrix`, `Assignment`'s
+// options and slots, the ledgers); nothing from user text indexes here. Indexing is the hot
+// path; the property tests and planted estates run it over generated estates.
+#![allow(clippy::indexing_slicing)]
+
 use super::chain::{class_slot, improves};
 use super::{Assigner, NO_POOL, Opt};
 use crate::placement::eligibility::gpu_units;

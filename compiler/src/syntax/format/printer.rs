@@ -5,6 +5,9 @@
 //! node in a block or list it prints, on the same line, the comments that followed the node on
 //! its source line. Expressions are laid out in `expr.rs`.
 
+// INVARIANT: `i` runs over the indices of `comments`.
+#![allow(clippy::indexing_slicing)]
+
 use super::doc::{Doc, INDENT, Lines, concat, hardline, line, nil, softline, text, when_broken};
 use super::trivia::Trivia;
 use crate::source::Span;

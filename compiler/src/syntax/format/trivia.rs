@@ -2,6 +2,10 @@
 //! comment exactly once, in source order, and the few questions about whitespace the layout
 //! needs (is there a blank line here, is this comment on the same line as that token).
 
+// INVARIANT: `limit` never exceeds `comments.len()`, and `i` is what `binary_search` returned
+// for `comments`.
+#![allow(clippy::indexing_slicing)]
+
 use crate::source::Span;
 use crate::syntax::lexer::{Comment, CommentKind};
 use std::ops::Range;

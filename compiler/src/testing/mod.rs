@@ -1,0 +1,17 @@
+//! Test kits, in one room behind the `testing` feature (the compiler's own tests, benchmarks
+//! and examples turn it on through the crate's dev-dependency on itself; the shipped binary
+//! never builds it). Nothing in the pipeline calls into here.
+//!
+//! - [`ir`]: IRs built in code ([`ir::IrBuilder`]) and generated estates of any size
+//!   ([`ir::estate`]).
+//! - [`specs`]: generated `.berth` specifications of any size, for benchmarks and stress tests.
+//! - [`planted`]: estates known to be placeable in full, for the assignment's tests and
+//!   benchmarks.
+//!
+//! All draw from one SplitMix64 sequence (`crate::splitmix`), so they are the same on every
+//! platform. This is test support, not compiler input: a mistake in a test panics, saying
+//! which.
+
+pub mod ir;
+pub mod planted;
+pub mod specs;

@@ -1,0 +1,139 @@
+//! Fallbacks, rejections and reclaim rules.
+
+use crate::ir::TargetId;
+use crate::plan::RejectionStage;
+use crate::verify::*;
+use std::collections::BTreeSet;
+
+impl<'a> Verifier<'a> {
+    pub(in crate::verify) fn check_fallback(&mut self) {
+        let ir = self.ir;
+        let mut found = Vec::new();
+        for r in &self.workloads {
+            let spec = self.workload(r.w);
+            for name in &r.plan.fallback {
+                let Some(t) = ir.target_by_name(name) else {
+                    continue;
+                };
+                let problem = if !spec.placement.fallback.contains(&t) {
+                    Some(FallbackProblem::NotInSpec)
+                } else if let Err(unfit) = fit::target_fit(ir, spec, t) {
+                    Some(FallbackProblem::Ineligible(unfit))
+                } else {
+                    self.denied(r.w, t).and_then(|i| {
+                        let rule = ir.policy.denies.get(i)?;
+                        Some(FallbackProblem::Denied {
+                            policy: rule.policy.clone(),
+                            reason: rule.reason.clone(),
+                        })
+                    })
+                };
+                if let Some(problem) = problem {
+                    found.push(Violation::BadFallback {
+                        workload: spec.name.clone(),
+                        target: name.clone(),
+                        problem,
+                        span: self.wfield(r.w, "fallback"),
+                    });
+                }
+            }
+        }
+        self.violations.extend(found);
+    }
+
+    pub(in crate::verify) fn check_rejections(&mut self) {
+        let ir = self.ir;
+        let mut found = Vec::new();
+        for r in &self.workloads {
+            let spec = self.workload(r.w);
+            let used: BTreeSet<&str> = r
+                .plan
+                .placements
+                .iter()
+                .map(|p| p.target.as_str())
+                .collect();
+            let mut seen = BTreeSet::new();
+            let span = self.wspan(r.w);
+            let problem = |target: &str, problem| Violation::RejectionMismatch {
+                workload: spec.name.clone(),
+                target: target.to_owned(),
+                problem,
+                span,
+            };
+            for rej in &r.plan.rejected {
+                let Some(t) = ir.target_by_name(&rej.target) else {
+                    continue;
+                };
+                if used.contains(rej.target.as_str()) {
+                    found.push(problem(&rej.target, RejectionProblem::UsedTarget));
+                } else if !seen.insert(t) {
+                    found.push(problem(&rej.target, RejectionProblem::Duplicate));
+                } else if rej.stage == RejectionStage::Eligibility
+                    && rej.reason != "not_candidate"
+                    && fit::target_fit(ir, spec, t).is_ok()
+                {
+                    found.push(problem(&rej.target, RejectionProblem::ActuallyEligible));
+                }
+            }
+            // Targets rejected but not listed one by one are counted in `others`.
+            let unlisted: Vec<&str> = ir
+                .targets
+                .iter()
+                .enumerate()
+                .filter(|(i, t)| {
+                    !used.contains(t.name.as_str()) && !seen.contains(&TargetId(*i as u32))
+                })
+                .map(|(_, t)| t.name.as_str())
+                .collect();
+            let others = r
+                .plan
+                .rejected
+                .iter()
+                .fold(0u64, |n, rej| n.saturating_add(u64::from(rej.others)));
+            if others == 0 {
+                for name in unlisted {
+                    found.push(problem(name, RejectionProblem::Unaccounted));
+                }
+            } else if others != unlisted.len() as u64 {
+                found.push(Violation::RejectionCount {
+                    workload: spec.name.clone(),
+                    others,
+                    unlisted: unlisted.len() as u64,
+                    span,
+                });
+            }
+        }
+        self.violations.extend(found);
+    }
+
+    pub(in crate::verify) fn check_reclaims(&mut self) {
+        let ir = self.ir;
+        let expected = crate::plan::reclaim_rules(ir);
+        let recorded = &self.plan.reclaims;
+        let mut found = Vec::new();
+        for i in 0..expected.len().max(recorded.len()) {
+            let span = ir.spans.reclaims.get(i).copied().unwrap_or_default();
+            match (recorded.get(i), expected.get(i)) {
+                (Some(rec), Some(exp)) if rec != exp => found.push(Violation::ReclaimMismatch {
+                    policy: exp.policy.clone(),
+                    recorded: reclaim_summary(rec),
+                    expected: reclaim_summary(exp),
+                    span,
+                }),
+                (None, Some(exp)) => found.push(Violation::MissingEntry {
+                    list: PlanList::Reclaims,
+                    name: format!("{} ({})", exp.policy, exp.selector),
+                    span,
+                }),
+                (Some(rec), None) => found.push(Violation::ReclaimMismatch {
+                    policy: rec.policy.clone(),
+                    recorded: reclaim_summary(rec),
+                    expected: "no such rule".to_owned(),
+                    span,
+                }),
+                _ => {}
+            }
+        }
+        self.violations.extend(found);
+    }
+}

@@ -1,0 +1,137 @@
+//! The control plane's ed25519 keys: `berth keys generate`, and reading key files.
+//!
+//! A key pair is two files: `NAME.key` (the 32-byte secret seed, hex, mode 0600, created
+//! only if absent) and `NAME.pub` (the public key, hex). The secret is never printed.
+
+use berth_compiler::plan::hex;
+use ed25519_dalek::{SigningKey, VerifyingKey};
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+const SECRET_PREFIX: &str = "berth-ed25519-secret:";
+const PUBLIC_PREFIX: &str = "berth-ed25519-public:";
+
+/// Why a key could not be made or read.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("cannot write `{path}`: {source}")]
+    Write { path: PathBuf, source: io::Error },
+    #[error("cannot read `{path}`: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("`{path}` is not a berth {expected} key")]
+    Format {
+        path: PathBuf,
+        expected: &'static str,
+    },
+    #[error("the operating system gave no randomness: {0}")]
+    Random(String),
+}
+
+pub fn from_hex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) || !text.is_ascii() {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
+        .collect()
+}
+
+/// A fresh key from the operating system's randomness.
+pub fn generate() -> Result<SigningKey, KeyError> {
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).map_err(|e| KeyError::Random(e.to_string()))?;
+    Ok(SigningKey::from_bytes(&seed))
+}
+
+/// Writes `PREFIX.key` (0600, refused if it exists) and `PREFIX.pub`; returns both paths.
+pub fn write_pair(prefix: &Path, key: &SigningKey) -> Result<(PathBuf, PathBuf), KeyError> {
+    let secret = prefix.with_extension("key");
+    let public = prefix.with_extension("pub");
+    let write = |path: &Path, mode: u32, text: String| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(path)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()
+    };
+    let err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| KeyError::Write { path, source }
+    };
+    write(
+        &secret,
+        0o600,
+        format!("{SECRET_PREFIX}{}\n", hex(key.as_bytes())),
+    )
+    .map_err(err(&secret))?;
+    write(
+        &public,
+        0o644,
+        format!("{PUBLIC_PREFIX}{}\n", hex(key.verifying_key().as_bytes())),
+    )
+    .map_err(err(&public))?;
+    Ok((secret, public))
+}
+
+fn read_hex32(path: &Path, prefix: &str, expected: &'static str) -> Result<[u8; 32], KeyError> {
+    let text = std::fs::read_to_string(path).map_err(|source| KeyError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let format = || KeyError::Format {
+        path: path.to_path_buf(),
+        expected,
+    };
+    let hex = text.trim().strip_prefix(prefix).ok_or_else(format)?;
+    from_hex(hex)
+        .and_then(|b| <[u8; 32]>::try_from(b).ok())
+        .ok_or_else(format)
+}
+
+pub fn read_signing(path: &Path) -> Result<SigningKey, KeyError> {
+    read_hex32(path, SECRET_PREFIX, "secret").map(|seed| SigningKey::from_bytes(&seed))
+}
+
+pub fn read_verifying(path: &Path) -> Result<VerifyingKey, KeyError> {
+    let bytes = read_hex32(path, PUBLIC_PREFIX, "public")?;
+    VerifyingKey::from_bytes(&bytes).map_err(|_| KeyError::Format {
+        path: path.to_path_buf(),
+        expected: "public",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn pairs_round_trip_and_the_secret_is_private() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let key = generate().expect("randomness");
+        let (secret, public) = write_pair(&dir.path().join("cp"), &key).expect("written");
+        let mode = std::fs::metadata(&secret)
+            .expect("meta")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(
+            read_signing(&secret).expect("read").as_bytes(),
+            key.as_bytes()
+        );
+        assert_eq!(read_verifying(&public).expect("read"), key.verifying_key());
+        assert!(
+            read_verifying(&secret).is_err(),
+            "a secret is not a public key"
+        );
+        assert!(
+            write_pair(&dir.path().join("cp"), &key).is_err(),
+            "never overwrites"
+        );
+    }
+}

@@ -1,0 +1,128 @@
+//! `berth apply PLAN|SPEC` (and `berth diff`, an apply in dry-run mode): the plan, once past
+//! the refusals ([`super::input`]), dispatched per target runtime: Kubernetes targets to
+//! [`crate::backends::k8s`], Arc targets to [`crate::backends::arc`], edge and `local` targets
+//! to [`crate::backends::edge::apply`] (after the clusters: local targets run in the
+//! foreground).
+
+use super::input::{PlanInputArgs, input_or_exit, placed_or_refused};
+use crate::backends::arc::{self, Outcome, RepoReport};
+use crate::backends::{edge, k8s};
+use crate::report::{Exit, Ui};
+use std::io;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    pub plan: PlanInputArgs,
+    /// Ask the servers to dry-run every apply and print a diff per object; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Delete berth-managed objects of earlier plans that this plan no longer has.
+    #[arg(long)]
+    pub prune: bool,
+    /// Take ownership of fields another field manager owns (server-side apply `force`).
+    #[arg(long)]
+    pub force_conflicts: bool,
+    /// Most requests in flight per cluster.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub concurrency: usize,
+    /// Wait for rollouts: Deployments and StatefulSets ready, Jobs complete.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long `--wait` waits, in seconds.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS", requires = "wait")]
+    pub timeout: u64,
+    #[command(flatten)]
+    pub edge: edge::apply::EdgeArgs,
+}
+
+/// `berth apply` (and `berth diff`, an apply in dry-run mode).
+pub fn run(args: &ApplyArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
+    let input = match input_or_exit(&args.plan, !args.dry_run, ui)? {
+        Ok(input) => input,
+        Err(exit) => return Ok(exit),
+    };
+    if let Some(exit) = placed_or_refused(&input, ui)? {
+        return Ok(exit);
+    }
+    let rendered = k8s::render::render(&input.ir, &input.plan);
+    let edge = edge::apply::has_targets(&input.ir, &input.plan);
+    if edge && args.dry_run {
+        ui.status(&"note: edge and local targets are not applied in a dry run")?;
+    }
+    let clusters = !rendered.clusters.is_empty() || !rendered.gitops.is_empty();
+    let mut exit = Exit::Clean;
+    if clusters || !edge {
+        exit = apply_clusters(args, &rendered, ui)?;
+    }
+    if edge && !args.dry_run && exit == Exit::Clean {
+        exit = edge::apply::run(&input.ir, &input.plan, &args.edge, ui)?;
+    }
+    Ok(exit)
+}
+
+/// The Kubernetes and Arc part of `berth apply`.
+fn apply_clusters(
+    args: &ApplyArgs,
+    rendered: &k8s::render::Rendered,
+    ui: &mut Ui<'_>,
+) -> io::Result<Exit> {
+    let options = k8s::apply::Options {
+        dry_run: args.dry_run,
+        prune: args.prune,
+        force_conflicts: args.force_conflicts,
+        concurrency: args.concurrency.max(1),
+        wait: args
+            .wait
+            .then(|| std::time::Duration::from_secs(args.timeout)),
+    };
+    let repos = arc::apply(rendered, args.dry_run);
+    let mut other = serde_json::Map::new();
+    let mut other_failed = false;
+    if !repos.is_empty() {
+        other_failed = repos
+            .iter()
+            .any(|r| matches!(r.outcome, Outcome::Failed(_)));
+        other.insert("gitops".to_string(), gitops_json(&repos));
+        for r in &repos {
+            let line = match &r.outcome {
+                Outcome::Committed(hash) => format!("committed {hash}"),
+                Outcome::Unchanged => "unchanged".to_string(),
+                Outcome::WouldCommit(stat) => {
+                    format!("would commit:\n{}", stat.trim_end())
+                }
+                Outcome::Failed(e) => format!("failed: {e}"),
+            };
+            ui.status(&format_args!(
+                "gitops `{}` ({}) for {}: {line}",
+                r.repo,
+                r.branch,
+                r.targets
+                    .iter()
+                    .map(|t| format!("`{t}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))?;
+        }
+    }
+    k8s::apply::run(rendered, &options, other, other_failed, ui)
+}
+
+fn gitops_json(repos: &[RepoReport]) -> serde_json::Value {
+    let items: Vec<serde_json::Value> = repos
+        .iter()
+        .map(|r| {
+            let (result, detail) = match &r.outcome {
+                Outcome::Committed(hash) => ("committed", hash.clone()),
+                Outcome::Unchanged => ("unchanged", String::new()),
+                Outcome::WouldCommit(stat) => ("would_commit", stat.clone()),
+                Outcome::Failed(e) => ("failed", e.clone()),
+            };
+            serde_json::json!({
+                "repo": r.repo, "branch": r.branch, "targets": r.targets,
+                "result": result, "detail": detail,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(items)
+}

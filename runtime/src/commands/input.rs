@@ -1,0 +1,295 @@
+//! What `render`, `apply`, `diff` and `status` share: the plan to work with (a saved plan
+//! with its spec, re-verified through `driver::reverify`, or a spec planned now) and the
+//! refusals that keep a stale, unapproved or unverified plan off the targets, with the
+//! approval file they read (`berth approve` writes it).
+
+use crate::files::{self, FsReader};
+use crate::report::{Exit, OutputFormat, Ui};
+use berth_compiler::driver;
+use berth_compiler::ir::Ir;
+use berth_compiler::plan::Plan;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Where the plan comes from (shared by `render`, `apply`, `diff` and `status`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct PlanInputArgs {
+    /// A saved plan (`plan.json`, applied with `--spec`) or a spec directory planned now.
+    #[arg(value_name = "PLAN|SPEC")]
+    pub input: PathBuf,
+    /// The spec a saved plan was made from; its digest must match the plan's.
+    #[arg(long, value_name = "DIR")]
+    pub spec: Option<PathBuf>,
+}
+
+/// A plan and the IR of its spec, ready to render.
+pub struct PlanInput {
+    pub ir: Ir,
+    pub plan: Plan,
+    /// The saved plan's path (where its approval file lives); `None` for a spec planned now.
+    pub path: Option<PathBuf>,
+}
+
+/// Why there is no plan to work with (exit 2: nothing was checked).
+#[derive(Debug)]
+pub enum InputProblem {
+    Load(Vec<files::LoadError>),
+    NotOneSpec(usize),
+    ReadPlan { path: PathBuf, error: String },
+    NeedsSpec(PathBuf),
+}
+
+/// Why a plan is not applied (exit 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The spec has errors.
+    SpecErrors(usize),
+    /// The spec changed since the plan was made.
+    DigestMismatch { recorded: String, computed: String },
+    /// The verifier rejects the plan.
+    Unverified(Vec<String>),
+    /// Workloads whose placements await approval: `(workload, policy)`.
+    AwaitingApproval(Vec<(String, String)>),
+    /// Not one replica of the plan is placed: applying it would change nothing and say so
+    /// as if all were well.
+    NothingPlaced,
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::SpecErrors(n) => write!(f, "the spec has {n} error(s); nothing is applied"),
+            Refusal::DigestMismatch { recorded, computed } => write!(
+                f,
+                "the spec changed since the plan was made (plan `{recorded}`, spec `{computed}`)"
+            ),
+            Refusal::Unverified(v) => {
+                write!(f, "the plan fails verification: {}", v.join("; "))
+            }
+            Refusal::AwaitingApproval(w) => {
+                let list: Vec<String> = w
+                    .iter()
+                    .map(|(w, p)| format!("`{w}` (policy `{p}`)"))
+                    .collect();
+                write!(f, "placements await approval: {}", list.join(", "))
+            }
+            Refusal::NothingPlaced => write!(f, "the plan places no replica; nothing is applied"),
+        }
+    }
+}
+
+impl Refusal {
+    fn hint(&self) -> &'static str {
+        match self {
+            Refusal::SpecErrors(_) => "run `berth check` on the spec",
+            Refusal::DigestMismatch { .. } => "plan again from the current spec",
+            Refusal::Unverified(_) => "plan again; a plan that fails verification is never applied",
+            Refusal::AwaitingApproval(_) => {
+                "save the plan, then `berth approve PLAN --by NAME` and apply the saved plan"
+            }
+            Refusal::NothingPlaced => {
+                "`berth explain SPEC WORKLOAD` says why each target was rejected"
+            }
+        }
+    }
+}
+
+/// What an approval file holds: who approved which plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRecord {
+    /// Always `berth.approval/v1`.
+    pub format: String,
+    /// The approved plan's id: the approval is void for any other plan.
+    pub plan_id: String,
+    pub approved_by: String,
+    /// RFC 3339, UTC.
+    pub approved_at: String,
+    /// The workloads that awaited approval.
+    pub workloads: Vec<String>,
+}
+
+pub(super) const APPROVAL_FORMAT: &str = "berth.approval/v1";
+
+/// The approval file of a saved plan: `plan.json` → `plan.approval.json`.
+pub fn approval_path(plan: &Path) -> PathBuf {
+    plan.with_extension("approval.json")
+}
+
+/// Loads the plan to work with. A saved plan must come with its spec (`--spec`); its digest
+/// and verification are checked later by [`refusals`].
+pub fn load_input(args: &PlanInputArgs) -> Result<Result<PlanInput, Refusal>, InputProblem> {
+    let is_plan_file = args.input.is_file()
+        && args
+            .input
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    if !is_plan_file {
+        return plan_spec(&args.input);
+    }
+    let text = std::fs::read_to_string(&args.input).map_err(|e| InputProblem::ReadPlan {
+        path: args.input.clone(),
+        error: e.to_string(),
+    })?;
+    let plan: Plan = serde_json::from_str(&text).map_err(|e| InputProblem::ReadPlan {
+        path: args.input.clone(),
+        error: e.to_string(),
+    })?;
+    let Some(spec) = &args.spec else {
+        return Err(InputProblem::NeedsSpec(args.input.clone()));
+    };
+    let sources = spec_sources(spec)?;
+    let checked = match driver::reverify(&sources, &plan) {
+        Ok(checked) => checked,
+        Err(driver::ReverifyFailure::Spec(diagnostics)) => {
+            let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+            return Ok(Err(Refusal::SpecErrors(errors)));
+        }
+    };
+    if !checked.digest_matches(&plan) {
+        return Ok(Err(Refusal::DigestMismatch {
+            recorded: plan.source_digest.clone(),
+            computed: checked.source_digest,
+        }));
+    }
+    let verdict = match checked.verdict {
+        Some(verdict) => verdict.map_err(|v| v.iter().map(|v| v.to_string()).collect()),
+        None => Err(vec![format!(
+            "the plan instant `{}` is not a time",
+            plan.at
+        )]),
+    };
+    if let Err(violations) = verdict {
+        return Ok(Err(Refusal::Unverified(violations)));
+    }
+    let ir = checked.ir;
+    Ok(Ok(PlanInput {
+        ir,
+        plan,
+        path: Some(args.input.clone()),
+    }))
+}
+
+/// The one spec at `path`, its files named relative to it (what `berth plan` digests).
+fn spec_sources(path: &Path) -> Result<berth_compiler::source::SourceMap, InputProblem> {
+    let loaded = files::load(&[path.to_path_buf()], &FsReader).map_err(InputProblem::Load)?;
+    let specs = loaded.specs();
+    if specs.len() != 1 {
+        return Err(InputProblem::NotOneSpec(specs.len()));
+    }
+    Ok(files::relative_sources(path, &loaded))
+}
+
+fn plan_spec(path: &Path) -> Result<Result<PlanInput, Refusal>, InputProblem> {
+    let sources = spec_sources(path)?;
+    match driver::plan(&sources, super::spec::now()) {
+        Ok(planned) => Ok(Ok(PlanInput {
+            ir: planned.ir,
+            plan: planned.plan,
+            path: None,
+        })),
+        Err(driver::PlanFailure::Spec(diags)) => Ok(Err(Refusal::SpecErrors(
+            diags.iter().filter(|d| d.is_error()).count(),
+        ))),
+        Err(driver::PlanFailure::Unverified { violations, .. }) => Ok(Err(Refusal::Unverified(
+            violations.iter().map(|v| v.to_string()).collect(),
+        ))),
+    }
+}
+
+/// Placements awaiting an approval this plan does not have.
+pub fn unapproved(input: &PlanInput) -> Option<Refusal> {
+    let waiting: Vec<(String, String)> = input
+        .plan
+        .workloads
+        .iter()
+        .filter_map(|w| {
+            w.approval
+                .as_ref()
+                .map(|a| (w.workload.clone(), a.policy.clone()))
+        })
+        .collect();
+    if waiting.is_empty() {
+        return None;
+    }
+    let approved = input
+        .path
+        .as_deref()
+        .and_then(|p| std::fs::read_to_string(approval_path(p)).ok())
+        .and_then(|text| serde_json::from_str::<ApprovalRecord>(&text).ok())
+        .filter(|r| r.format == APPROVAL_FORMAT && r.plan_id == input.plan.plan_id);
+    let missing: Vec<(String, String)> = waiting
+        .into_iter()
+        .filter(|(w, _)| !approved.as_ref().is_some_and(|r| r.workloads.contains(w)))
+        .collect();
+    (!missing.is_empty()).then_some(Refusal::AwaitingApproval(missing))
+}
+
+pub(super) fn input_problem(problem: &InputProblem, ui: &mut Ui<'_>) -> io::Result<Exit> {
+    match problem {
+        InputProblem::Load(errors) => {
+            for error in errors {
+                ui.problem(error, Some(error.hint()))?;
+            }
+        }
+        InputProblem::NotOneSpec(n) => ui.problem(
+            &format_args!("this command takes one spec, but the path holds {n}"),
+            Some("name one spec directory (its files form one spec)"),
+        )?,
+        InputProblem::ReadPlan { path, error } => ui.problem(
+            &format_args!("cannot read the plan `{}`: {error}", path.display()),
+            Some("a plan is the JSON `berth plan -o FILE` writes"),
+        )?,
+        InputProblem::NeedsSpec(path) => ui.problem(
+            &format_args!("the saved plan `{}` needs its spec", path.display()),
+            Some("add `--spec DIR`: its digest is checked against the plan's"),
+        )?,
+    }
+    Ok(Exit::Trouble)
+}
+
+pub(super) fn refused(refusal: &Refusal, ui: &mut Ui<'_>) -> io::Result<Exit> {
+    ui.problem(refusal, Some(refusal.hint()))?;
+    if ui.output == OutputFormat::Json {
+        let doc = serde_json::json!({ "refused": refusal.to_string() });
+        writeln!(ui.out, "{doc}")?;
+    }
+    Ok(Exit::ErrorsFound)
+}
+
+/// Loads the input and applies the refusals every command shares; `approval` also refuses
+/// placements awaiting approval.
+pub(super) fn input_or_exit(
+    args: &PlanInputArgs,
+    approval: bool,
+    ui: &mut Ui<'_>,
+) -> io::Result<Result<PlanInput, Exit>> {
+    let input = match load_input(args) {
+        Err(problem) => return input_problem(&problem, ui).map(Err),
+        Ok(Err(refusal)) => return refused(&refusal, ui).map(Err),
+        Ok(Ok(input)) => input,
+    };
+    if approval && let Some(refusal) = unapproved(&input) {
+        return refused(&refusal, ui).map(Err);
+    }
+    Ok(Ok(input))
+}
+
+/// Refuses a plan without a single placed replica, and names each workload left short
+/// (applied anyway: a plan short at peak hours still runs what fits).
+pub(super) fn placed_or_refused(input: &PlanInput, ui: &mut Ui<'_>) -> io::Result<Option<Exit>> {
+    let workloads = &input.plan.workloads;
+    if !workloads.is_empty() && workloads.iter().all(|w| w.placements.is_empty()) {
+        return refused(&Refusal::NothingPlaced, ui).map(Some);
+    }
+    for w in workloads {
+        if let Some(short) = &w.unplaced {
+            ui.status(&format_args!(
+                "warning: `{}`: {} of {} replica(s) not placed: {}",
+                w.workload, short.missing_replicas, w.replicas, short.message
+            ))?;
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,45 @@
+//! One module per `berth` command: each reads its arguments, does the command's work through
+//! the compiler's driver, a backend or the agent, prints through [`crate::report::Ui`] and
+//! ends with an [`Exit`]. [`crate::cli`] parses the command line and dispatches here.
+//!
+//! - [`check`], [`fmt`]: sources (`berth check`, `berth fmt`).
+//! - [`plan`], [`explain`], [`verify`]: placement (`berth plan`, `berth explain`,
+//!   `berth verify`); [`spec`] is what they share (one spec loaded, the plan instant,
+//!   violations printed) and [`table`] the plan's table for people.
+//! - [`render`], [`apply`], [`diff`], [`approve`], [`status`]: a plan put to work;
+//!   [`input`] is what they share (the plan to work with and the refusals that keep a stale,
+//!   unapproved or unverified plan off the targets).
+//! - [`keys`], [`agent`]: the edge (`berth keys generate`, `berth agent`).
+//!
+//! `berth lsp` is its own room, [`crate::lsp`].
+//!
+//! Must never: decide placement (every placement, reason and verdict comes from the
+//! compiler), or write or apply a plan the verifier rejected.
+
+pub mod agent;
+pub mod apply;
+pub mod approve;
+pub mod check;
+pub mod diff;
+pub mod explain;
+pub mod fmt;
+pub mod input;
+pub mod keys;
+pub mod plan;
+pub mod render;
+pub mod spec;
+pub mod status;
+mod table;
+pub mod verify;
+
+use crate::files::LoadError;
+use crate::report::{Exit, Ui};
+use std::io;
+
+/// Prints why the sources could not be loaded; nothing was checked (exit 2).
+fn load_failed(errors: &[LoadError], ui: &mut Ui<'_>) -> io::Result<Exit> {
+    for error in errors {
+        ui.problem(error, Some(error.hint()))?;
+    }
+    Ok(Exit::Trouble)
+}

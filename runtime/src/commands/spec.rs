@@ -1,0 +1,219 @@
+//! What `plan`, `explain` and `verify` share: loading one spec, the plan instant, and
+//! printing verifier violations.
+//!
+//! A spec is planned with its files named relative to the spec directory (`workloads.berth`,
+//! not `examples/three-plants/workloads.berth`; [`files::relative_sources`]), so the source
+//! digest and every source reference in a plan are the same wherever `berth` is run from
+//! and however the directory is spelled; diagnostics still show the paths as given.
+
+use crate::files::{self, FsReader};
+use crate::report::{Exit, OutputFormat, Ui};
+use berth_compiler::diagnostics::Diagnostic;
+use berth_compiler::diagnostics::render::render_terminal;
+use berth_compiler::driver::Violation;
+use berth_compiler::driver::{self, PlanFailure, Planned};
+use berth_compiler::plan::Rejection;
+use berth_compiler::source::{SourceMap, Span};
+use jiff::Timestamp;
+use std::io;
+use std::path::Path;
+
+/// One spec, read from disk.
+pub struct Spec {
+    /// Files named relative to the spec directory: what is planned and digested.
+    pub sources: SourceMap,
+    /// The same files (same ids) named as given on the command line: for rendering.
+    pub shown: SourceMap,
+}
+
+/// Loads the spec at `path` (a directory whose `.berth` files form one spec, or one file).
+/// On failure the problem is printed and the exit code returned.
+pub fn load(path: &Path, ui: &mut Ui<'_>) -> io::Result<Result<Spec, Exit>> {
+    let loaded = match files::load(&[path.to_path_buf()], &FsReader) {
+        Ok(loaded) => loaded,
+        Err(errors) => {
+            for error in &errors {
+                ui.problem(error, Some(error.hint()))?;
+            }
+            return Ok(Err(Exit::Trouble));
+        }
+    };
+    let specs = loaded.specs();
+    if specs.len() != 1 {
+        ui.problem(
+            &format_args!(
+                "`{}` holds {} specs (one per directory with `.berth` files); berth plans one",
+                path.display(),
+                specs.len()
+            ),
+            Some("name the directory of one spec"),
+        )?;
+        return Ok(Err(Exit::Trouble));
+    }
+    Ok(Ok(Spec {
+        sources: files::relative_sources(path, &loaded),
+        shown: loaded.sources,
+    }))
+}
+
+/// A spec and its verified plan: what `plan` and `explain` work from.
+pub struct SpecPlanned {
+    pub spec: Spec,
+    pub planned: Planned,
+    /// For `explain W T`: why the engine put no replica of `W` on `T` (see [`load_and_plan`]).
+    pub why_not: Option<Rejection>,
+}
+
+/// What `plan` and `explain` share: the instant (`--at` or now), the spec at `path`, and its
+/// verified plan, with — for `explain W T` (`why_not`) — the engine's reason why target `T`
+/// holds no replica of `W`, from the same solve. Every failure is printed here (a spec with
+/// errors: its diagnostics; a plan the verifier rejects: the violations) and its exit code
+/// returned.
+pub fn load_and_plan(
+    path: &Path,
+    at: Option<&str>,
+    why_not: Option<(&str, &str)>,
+    ui: &mut Ui<'_>,
+) -> io::Result<Result<SpecPlanned, Exit>> {
+    let at = match instant(at, ui)? {
+        Ok(at) => at,
+        Err(exit) => return Ok(Err(exit)),
+    };
+    let spec = match load(path, ui)? {
+        Ok(spec) => spec,
+        Err(exit) => return Ok(Err(exit)),
+    };
+    let planned = match why_not {
+        None => driver::plan(&spec.sources, at).map(|planned| (planned, None)),
+        Some((workload, target)) => driver::plan_and_explain(&spec.sources, at, workload, target),
+    };
+    match planned {
+        Ok((planned, why_not)) => Ok(Ok(SpecPlanned {
+            spec,
+            planned,
+            why_not,
+        })),
+        Err(PlanFailure::Spec(diags)) => {
+            ui.diagnostics(&diags, &spec.shown, serde_json::Map::new())?;
+            ui.summary(&diags, spec.shown.len())?;
+            ui.status(&"no plan: the spec has errors")?;
+            Ok(Err(Exit::ErrorsFound))
+        }
+        Err(PlanFailure::Unverified { violations, .. }) => {
+            ui.problem(
+                &"the placement engine made a plan that the verifier rejects; no plan was written",
+                Some("this is a bug in berth: please report it with the spec and the `--at` used"),
+            )?;
+            print_violations(&violations, &spec.shown, serde_json::Map::new(), ui)?;
+            Ok(Err(Exit::ErrorsFound))
+        }
+    }
+}
+
+/// The plan instant when none is given: the clock read once, to the whole second
+/// (`driver::plan_instant_from`). Every command that plans a spec now calls this.
+pub fn now() -> Timestamp {
+    driver::plan_instant_from(Timestamp::now())
+}
+
+/// The plan instant: `--at` (RFC 3339 with `Z` or an offset) or [`now`].
+/// On a malformed value the problem is printed and `Exit::Trouble` returned.
+pub fn instant(at: Option<&str>, ui: &mut Ui<'_>) -> io::Result<Result<Timestamp, Exit>> {
+    let Some(text) = at else {
+        return Ok(Ok(now()));
+    };
+    match text.parse::<Timestamp>() {
+        Ok(at) => Ok(Ok(at)),
+        Err(e) => {
+            ui.problem(
+                &format_args!("`--at {text}` is not an RFC 3339 instant: {e}"),
+                Some(
+                    "write a date, a time and a UTC offset, such as `2025-06-04T08:00:00Z` or \
+                     `2025-06-04T10:00:00+02:00`",
+                ),
+            )?;
+            Ok(Err(Exit::Trouble))
+        }
+    }
+}
+
+/// Prints verifier violations: in human mode each as a diagnostic (with the spec excerpt when
+/// it points into the spec), in JSON mode one document `{verified: false, diagnostics, …}`.
+pub fn print_violations(
+    violations: &[Violation],
+    sources: &SourceMap,
+    extra: serde_json::Map<String, serde_json::Value>,
+    ui: &mut Ui<'_>,
+) -> io::Result<()> {
+    let diags: Vec<Diagnostic> = violations.iter().map(Violation::diagnostic).collect();
+    if ui.output == OutputFormat::Json {
+        let mut extra = extra;
+        extra.insert("verified".into(), false.into());
+        return ui.diagnostics(&diags, sources, extra);
+    }
+    for d in &diags {
+        // Violations of the plan alone (its id, its format) point nowhere in the spec.
+        if d.primary.span == Span::default() && d.labels.is_empty() {
+            ui.problem(&format_args!("[{}] {}", d.code.as_str(), d.message), None)?;
+            for note in &d.notes {
+                writeln!(ui.err, "  note: {note}")?;
+            }
+            if let Some(help) = &d.help {
+                writeln!(ui.err, "  help: {help}")?;
+            }
+            writeln!(ui.err)?;
+        } else {
+            ui.err.write_all(
+                render_terminal(std::slice::from_ref(d), sources, ui.color).as_bytes(),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn violations_point_into_the_spec_or_stand_alone() {
+        let mut sources = SourceMap::new();
+        let file = sources.add("targets.berth", "target lyon {\n}\n");
+        let violations = [
+            Violation::PlanIdMismatch {
+                recorded: "sha256:0".into(),
+                computed: "sha256:1".into(),
+            },
+            Violation::PoolOverCommitted {
+                target: "lyon".into(),
+                pool: "l4".into(),
+                allocated: 11,
+                capacity: 8,
+                span: Span::new(file, 7, 11),
+            },
+        ];
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let mut ui = Ui {
+            out: &mut out,
+            err: &mut err,
+            output: OutputFormat::Human,
+            color: false,
+        };
+        print_violations(&violations, &sources, serde_json::Map::new(), &mut ui).expect("print");
+        let text = String::from_utf8(err).expect("UTF-8");
+        assert!(
+            text.starts_with("error: [E0603] plan id `sha256:0` does not match"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  note: its content hashes to `sha256:1`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("[E0615] Error: pool `l4` of `lyon` is over-committed: 11 GPUs allocated, 8 available"),
+            "{text}"
+        );
+        assert!(text.contains("targets.berth:1:8"), "{text}");
+        assert!(out.is_empty());
+    }
+}
