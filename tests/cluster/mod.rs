@@ -513,6 +513,7 @@ impl Fleet {
             .tempdir()
             .expect("fleet dir");
         let dir = temp.path().to_path_buf();
+        let clock = Instant::now();
         let started: Vec<std::thread::Result<Cluster>> = std::thread::scope(|scope| {
             let handles: Vec<_> = specs
                 .iter()
@@ -540,6 +541,12 @@ impl Fleet {
             );
             std::panic::resume_unwind(panic);
         }
+        eprintln!(
+            "{} test cluster(s) started in {:.1?}: {}",
+            clusters.len(),
+            clock.elapsed(),
+            dir.display()
+        );
         let kubeconfig = dir.join("kubeconfig");
         let entries: Vec<(&str, String, &Path, &str)> = clusters
             .iter()
