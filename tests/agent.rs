@@ -280,6 +280,14 @@ impl AgentProc {
         serde_json::from_str(&body).expect("status JSON")
     }
 
+    /// Waits (at most `limit`) until workload `name` is in `state`; the status that said so.
+    fn wait_for_workload(&self, name: &str, state: &str, limit: Duration) -> Value {
+        wait_for(limit, || {
+            let s = self.status();
+            (workload_state(&s, name).as_deref() == Some(state)).then_some(s)
+        })
+    }
+
     fn sync(&self) {
         assert_eq!(http(&self.url, "POST", "/v1/sync", Some(TOKEN)).0, 202);
     }
@@ -517,10 +525,7 @@ fn signed_bundles_run_bad_ones_are_rejected_and_the_link_can_drop() {
     );
 
     // Accepted and running.
-    let status = wait_for(Duration::from_secs(20), || {
-        let s = agent.status();
-        (workload_state(&s, "a").as_deref() == Some("running")).then_some(s)
-    });
+    let status = agent.wait_for_workload("a", "running", Duration::from_secs(20));
     assert_eq!(status["generation"], 1);
     let pid_a = pid_of(&status, "a").expect("pid");
     wait_for(Duration::from_secs(10), || (lines(&a) > 2).then_some(()));
@@ -599,10 +604,7 @@ fn signed_bundles_run_bad_ones_are_rejected_and_the_link_can_drop() {
         &bundle(2, vec![workload("b", &ticking(&b)), flap.clone()]).sign(&keys.secret),
     );
     agent.sync();
-    wait_for(Duration::from_secs(20), || {
-        let s = agent.status();
-        (workload_state(&s, "b").as_deref() == Some("running")).then_some(())
-    });
+    agent.wait_for_workload("b", "running", Duration::from_secs(20));
     wait_for(Duration::from_secs(10), || (!alive(pid_a)).then_some(()));
 
     // The link drops: workloads keep running, telemetry accumulates.
@@ -739,10 +741,7 @@ fn kill_9_mid_download_resumes_and_a_verified_artifact_is_never_fetched_again() 
 
     // Restarted: it resumes with a range request and runs the workload.
     let agent = AgentProc::start(&state, &keys.public, &store.url("site.bundle.json"), &[]);
-    let status = wait_for(Duration::from_secs(30), || {
-        let s = agent.status();
-        (workload_state(&s, "server").as_deref() == Some("running")).then_some(s)
-    });
+    let status = agent.wait_for_workload("server", "running", Duration::from_secs(30));
     assert!(
         store
             .requests("model.bin")
@@ -768,10 +767,7 @@ fn kill_9_mid_download_resumes_and_a_verified_artifact_is_never_fetched_again() 
     agent.kill9();
     assert!(alive(pid), "the workload outlives a killed agent");
     let agent = AgentProc::start(&state, &keys.public, &store.url("site.bundle.json"), &[]);
-    let status = wait_for(Duration::from_secs(20), || {
-        let s = agent.status();
-        (workload_state(&s, "server").as_deref() == Some("running")).then_some(s)
-    });
+    let status = agent.wait_for_workload("server", "running", Duration::from_secs(20));
     assert_ne!(pid_of(&status, "server"), Some(pid));
     wait_for(Duration::from_secs(10), || (!alive(pid)).then_some(()));
     assert_eq!(
@@ -806,10 +802,7 @@ fn an_artifact_with_a_wrong_digest_never_runs_and_the_status_says_why() {
         &root.join("site.bundle.json").display().to_string(),
         &[],
     );
-    let status = wait_for(Duration::from_secs(20), || {
-        let s = agent.status();
-        (workload_state(&s, "tampered").as_deref() == Some("blocked")).then_some(s)
-    });
+    let status = agent.wait_for_workload("tampered", "blocked", Duration::from_secs(20));
     let reason = status["workloads"][0]["reason"]
         .as_str()
         .expect("reason")
@@ -850,10 +843,7 @@ fn a_container_image_without_a_container_engine_is_blocked_with_the_reason() {
     if engines.contains(&true) {
         return; // A machine with a working engine runs the container instead.
     }
-    let status = wait_for(Duration::from_secs(20), || {
-        let s = agent.status();
-        (workload_state(&s, "boxed").as_deref() == Some("blocked")).then_some(s)
-    });
+    let status = agent.wait_for_workload("boxed", "blocked", Duration::from_secs(20));
     let reason = status["workloads"][0]["reason"].as_str().expect("reason");
     assert!(
         reason
@@ -903,10 +893,7 @@ fn an_idle_notebook_is_reclaimed_at_its_threshold_and_not_before() {
         Some("running"),
         "reclaimed before its threshold"
     );
-    let status = wait_for(Duration::from_secs(10), || {
-        let s = agent.status();
-        (workload_state(&s, "notebook").as_deref() == Some("reclaimed")).then_some(s)
-    });
+    let status = agent.wait_for_workload("notebook", "reclaimed", Duration::from_secs(10));
     assert!(
         running_since.elapsed() >= Duration::from_millis(2500),
         "reclaimed after {:?}",
@@ -1764,10 +1751,7 @@ fn kill_9_mid_reconcile_leaves_no_orphan_and_no_double() {
     publish(&served, &bundle(1, workloads).sign(&keys.secret));
     let state = root.join("state");
     let mut agent = AgentProc::start(&state, &keys.public, &store.url("site.bundle.json"), &[]);
-    let status = wait_for(Duration::from_secs(20), || {
-        let s = agent.status();
-        (workload_state(&s, "a4").as_deref() == Some("running")).then_some(s)
-    });
+    let status = agent.wait_for_workload("a4", "running", Duration::from_secs(20));
     assert_eq!(workload_state(&status, "b0").as_deref(), Some("starting"));
     let before = processes_running(&needle);
     assert_eq!(before.len(), 5, "a0..a4 run before the download");

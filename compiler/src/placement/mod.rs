@@ -14,9 +14,9 @@
 pub mod assign;
 pub mod eligibility;
 pub mod index;
-pub mod infeasible;
+pub(crate) mod infeasible;
 pub mod policy;
-pub mod reasons;
+pub(crate) mod reasons;
 pub(crate) mod tally;
 pub mod units;
 pub mod verdict;

@@ -32,8 +32,6 @@ pub struct Slot<'a> {
     pub key_span: Span,
     /// The whole entry.
     pub span: Span,
-    /// The value's span.
-    pub value_span: Span,
     /// `None` when the value did not check (already reported).
     pub value: Option<Val<'a>>,
 }
@@ -136,7 +134,6 @@ impl<'a> Checker<'a> {
                     label,
                     key_span: key.span,
                     span: entry.span,
-                    value_span: entry.span,
                     value: None,
                 });
                 continue;
@@ -150,27 +147,26 @@ impl<'a> Checker<'a> {
                 self.path.push_str(&l.name);
             }
             self.record_path_span(entry.span);
-            let (value, value_span) = match (value, &field.shape) {
+            let value = match (value, &field.shape) {
                 (EntryValue::Expr(e), Shape::Value(ty) | Shape::Labelled(ty)) => {
-                    (self.check(e, ty, sc), e.span)
+                    self.check(e, ty, sc)
                 }
-                (EntryValue::Bound(_, e), Shape::Bound(ty)) => (self.check(e, ty, sc), e.span),
+                (EntryValue::Bound(_, e), Shape::Bound(ty)) => self.check(e, ty, sc),
                 (EntryValue::Block(b), Shape::Block(s) | Shape::LabelledBlock(s)) => {
                     let owner = match label {
                         Some(l) => Owner::Named(s.name, &l.name),
                         None => Owner::Block(s.name),
                     };
                     let inner = self.check_body(b, s, sc, owner, key.span);
-                    (Some(Val::Fields(Box::new(inner))), b.span)
+                    Some(Val::Fields(Box::new(inner)))
                 }
-                _ => (None, entry.span),
+                _ => None,
             };
             self.path.truncate(outer);
             fields.slots[index].push(Slot {
                 label,
                 key_span: label.map_or(key.span, |l| key.span.to(l.span)),
                 span: entry.span,
-                value_span,
                 value,
             });
         }
@@ -295,7 +291,6 @@ impl<'a> Checker<'a> {
                 label,
                 key_span: entry.key.span(),
                 span: entry.span,
-                value_span: entry.value.span,
                 value,
             });
         }

@@ -12,16 +12,16 @@
 //! Syntax knows nothing of types; semantics never re-parses user text (the embedded
 //! standard library is parsed by the same parser as any file).
 
-pub mod body;
-pub mod checker;
-pub mod checks;
-pub mod error;
-pub mod lower;
-pub mod policy;
-pub mod resolve;
+pub(crate) mod body;
+pub(crate) mod checker;
+pub(crate) mod checks;
+pub(crate) mod error;
+pub(crate) mod lower;
+pub(crate) mod policy;
+pub(crate) mod resolve;
 pub mod schema;
 pub mod stdlib;
-pub mod types;
+pub(crate) mod types;
 
 pub use error::SemaError;
 

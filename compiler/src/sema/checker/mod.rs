@@ -23,7 +23,7 @@ mod check;
 mod consts;
 mod infer;
 
-pub use check::{describe_expr, digest_problem, is_known_word, parse_taint};
+pub use check::{describe_expr, is_known_word};
 
 /// How deep constants may refer to constants before we call it a cycle.
 const MAX_CONST_DEPTH: usize = 64;

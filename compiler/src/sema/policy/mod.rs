@@ -17,5 +17,5 @@ mod paths;
 mod rules;
 mod window;
 
-pub use paths::{DATA_FIELDS, DataField, PTy, PathField, TARGET_PATHS, WORKLOAD_PATHS};
+pub use paths::{DATA_FIELDS, PTy, TARGET_PATHS, WORKLOAD_PATHS};
 pub use rules::lower_policies;

@@ -64,6 +64,8 @@ pub struct PathField<F: 'static> {
     pub path: &'static str,
     pub field: F,
     pub ty: fn() -> PTy,
+    /// What the path is, in a sentence; written beside it, not shown anywhere yet.
+    #[allow(dead_code)]
     pub doc: &'static str,
 }
 
