@@ -13,17 +13,29 @@ pub mod diagnostics;
 pub mod driver;
 pub mod ide;
 pub mod ir;
+#[cfg(feature = "testing")]
 pub mod placement;
+#[cfg(not(feature = "testing"))]
+pub(crate) mod placement;
 pub mod plan;
+#[cfg(feature = "testing")]
 pub mod sema;
+#[cfg(not(feature = "testing"))]
+pub(crate) mod sema;
 pub mod source;
 mod splitmix;
+#[cfg(feature = "testing")]
 pub mod syntax;
+#[cfg(not(feature = "testing"))]
+pub(crate) mod syntax;
 // INVARIANT: the test kits never see compiler input: an index out of range there is a
 // bug in a test, and panicking says so (their docs promise as much).
 #[cfg(any(test, feature = "testing"))]
 #[allow(clippy::indexing_slicing)]
 pub mod testing;
+#[cfg(feature = "testing")]
 pub mod verify;
+#[cfg(not(feature = "testing"))]
+pub(crate) mod verify;
 
 pub use driver::{CheckOutput, check};

@@ -181,6 +181,7 @@ impl EstateIndex {
         }
     }
 
+    #[cfg(any(test, feature = "testing"))]
     pub fn n_targets(&self) -> usize {
         self.class.len()
     }

@@ -70,6 +70,7 @@ pub fn solve<'a>(ir: &'a Ir, sources: &'a SourceMap, at: Timestamp) -> Solved<'a
     }
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// Plans `ir` at instant `at`. `verification` is left empty: the driver fills it once the
 /// independent verifier has passed the plan.
 pub fn plan(

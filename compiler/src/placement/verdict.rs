@@ -131,6 +131,7 @@ impl Verdict {
         Verdict(reason as u32 | (detail.min(NO_DETAIL) << 8))
     }
 
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_ok(self) -> bool {
         self.0 == 0
     }

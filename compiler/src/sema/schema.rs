@@ -838,6 +838,7 @@ pub static SERVICE: BlockSchema = BlockSchema {
 /// Records that define catalogue entries when they are a `const`'s value.
 pub static CATALOGUE_RECORDS: &[&BlockSchema] = &[&ACCELERATOR, &SERVICE];
 
+#[cfg(any(test, feature = "testing"))]
 /// Every block schema, for the language server.
 pub static ALL_BLOCKS: &[&BlockSchema] = &[
     &WORKLOAD,
@@ -895,6 +896,7 @@ pub fn decl_schema(kind: crate::syntax::ast::DeclKind) -> &'static BlockSchema {
     }
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// The reference of every block kind as Markdown (`docs/schema.md` is this text; a test keeps
 /// it current).
 pub fn reference_markdown() -> String {

@@ -2,6 +2,7 @@
 //! meaning; never fails (a tree plus diagnostics, with holes where input was missing).
 
 pub mod ast;
+#[cfg(any(test, feature = "testing"))]
 pub mod ast_dump;
 mod docs;
 pub mod format;
@@ -12,6 +13,9 @@ pub mod parser;
 mod prepass;
 pub mod token;
 
-pub use lexer::{Comment, CommentKind, LexError, Lexed, lex};
+pub use lexer::lex;
+#[cfg(any(test, feature = "testing"))]
+pub use lexer::{Comment, CommentKind, LexError, Lexed};
+#[cfg(any(test, feature = "testing"))]
 pub use parse_error::ParseError;
 pub use parser::{Parsed, parse_file};

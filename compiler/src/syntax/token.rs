@@ -255,6 +255,7 @@ impl fmt::Display for Token<'_> {
     }
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// The hard keywords, for editors and "is this a name?" checks.
 pub const KEYWORDS: &[&str] = &[
     "use", "const", "true", "false", "and", "or", "not", "in", "when", "during",

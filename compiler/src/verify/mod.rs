@@ -17,6 +17,7 @@ mod checks;
 mod fit;
 mod violation;
 
+#[cfg(any(test, feature = "testing"))]
 pub use fit::Unfit;
 pub use violation::{
     Entitlement, FallbackProblem, NameKind, PlanList, RejectionProblem, Resource, SpreadScope,
