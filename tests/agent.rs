@@ -375,6 +375,32 @@ struct Keys {
     public: PathBuf,
 }
 
+/// A test's folder, with the control plane's signing keys in it (`cp.key`, `cp.pub`): the
+/// set-up most agent tests start from.
+struct Fixture {
+    dir: tempfile::TempDir,
+    keys: Keys,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let keys = keys_in(dir.path());
+        Fixture { dir, keys }
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `store/`, created: the folder a model server serves.
+    fn store_dir(&self) -> PathBuf {
+        let served = self.root().join("store");
+        std::fs::create_dir_all(&served).expect("store dir");
+        served
+    }
+}
+
 fn keys_in(dir: &Path) -> Keys {
     let secret = keys::generate().expect("randomness");
     let (_, public) = keys::write_pair(&dir.join("cp"), &secret).expect("keys");
@@ -506,11 +532,9 @@ fn keys_generate_writes_a_private_secret_and_prints_neither_key() {
 
 #[test]
 fn signed_bundles_run_bad_ones_are_rejected_and_the_link_can_drop() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let root = dir.path();
-    let served = root.join("store");
-    std::fs::create_dir_all(&served).expect("store dir");
-    let keys = keys_in(root);
+    let fixture = Fixture::new();
+    let (root, keys) = (fixture.root(), &fixture.keys);
+    let served = fixture.store_dir();
     let (a, b) = (root.join("a.ticks"), root.join("b.ticks"));
     publish(
         &served,
@@ -707,11 +731,9 @@ fn with_model(mut w: BundleWorkload, uri: String, digest: String) -> BundleWorkl
 
 #[test]
 fn kill_9_mid_download_resumes_and_a_verified_artifact_is_never_fetched_again() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let root = dir.path();
-    let served = root.join("store");
-    std::fs::create_dir_all(&served).expect("store dir");
-    let keys = keys_in(root);
+    let fixture = Fixture::new();
+    let (root, keys) = (fixture.root(), &fixture.keys);
+    let served = fixture.store_dir();
     let (model, digest) = serve_model(&served, 6 << 20);
     // 2 MiB/s: the 6 MiB model takes about three seconds.
     let store = Store::start(&served, Some(2 << 20));
@@ -780,9 +802,8 @@ fn kill_9_mid_download_resumes_and_a_verified_artifact_is_never_fetched_again() 
 
 #[test]
 fn an_artifact_with_a_wrong_digest_never_runs_and_the_status_says_why() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let root = dir.path();
-    let keys = keys_in(root);
+    let fixture = Fixture::new();
+    let (root, keys) = (fixture.root(), &fixture.keys);
     let model = root.join("model.bin");
     std::fs::write(&model, b"not the model you signed").expect("model");
     let marker = root.join("ran");
@@ -820,9 +841,8 @@ fn an_artifact_with_a_wrong_digest_never_runs_and_the_status_says_why() {
 
 #[test]
 fn a_container_image_without_a_container_engine_is_blocked_with_the_reason() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let root = dir.path();
-    let keys = keys_in(root);
+    let fixture = Fixture::new();
+    let (root, keys) = (fixture.root(), &fixture.keys);
     let mut w = workload("boxed", "true");
     w.image = "registry.example.com/boxed:1".into();
     publish(root, &bundle(1, vec![w]).sign(&keys.secret));
@@ -854,9 +874,8 @@ fn a_container_image_without_a_container_engine_is_blocked_with_the_reason() {
 
 #[test]
 fn an_idle_notebook_is_reclaimed_at_its_threshold_and_not_before() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let root = dir.path();
-    let keys = keys_in(root);
+    let fixture = Fixture::new();
+    let (root, keys) = (fixture.root(), &fixture.keys);
     // One GPU, the notebook's process on it, 0% utilisation throughout.
     let samples = root.join("gpu.jsonl");
     let line = r#"[{"index":0,"name":"NVIDIA L4","memory_total":24000000000,"memory_used":2000000000,"utilization":0,"processes":[{"pid":1,"used_memory":2000000000,"workload":"notebook"}]}]"#;
@@ -912,9 +931,8 @@ fn an_idle_notebook_is_reclaimed_at_its_threshold_and_not_before() {
 
 #[test]
 fn without_nvml_the_agent_says_so_and_runs() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let root = dir.path();
-    let keys = keys_in(root);
+    let fixture = Fixture::new();
+    let (root, keys) = (fixture.root(), &fixture.keys);
     publish(root, &bundle(1, vec![]).sign(&keys.secret));
     // `--gpu-interval` without `--gpu-samples` keeps the NVML probe.
     let agent = AgentProc::start(
@@ -1220,9 +1238,8 @@ fn the_readme_quickstart_runs_here_and_ctrl_c_stops_it() {
 
 #[test]
 fn telemetry_beyond_the_budget_is_dropped_oldest_first_and_counted() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let root = dir.path();
-    let keys = keys_in(root);
+    let fixture = Fixture::new();
+    let (root, keys) = (fixture.root(), &fixture.keys);
     // Exits at once: every restart records a start and an exit.
     publish(
         root,
@@ -1262,11 +1279,9 @@ fn telemetry_beyond_the_budget_is_dropped_oldest_first_and_counted() {
 #[test]
 #[ignore]
 fn measure_agent_figures() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let root = dir.path();
-    let served = root.join("store");
-    std::fs::create_dir_all(&served).expect("store dir");
-    let keys = keys_in(root);
+    let fixture = Fixture::new();
+    let (root, keys) = (fixture.root(), &fixture.keys);
+    let served = fixture.store_dir();
     let size = 1usize << 30;
     let (_, digest) = serve_model(&served, size);
     let store = Store::start(&served, None);
@@ -1490,9 +1505,8 @@ fn berth_status(spec: &Path, args: &[&str], env_token: Option<&str>) -> (i32, Va
 
 #[test]
 fn berth_status_asks_edge_agents_and_reports_refusals_and_lost_agents() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let root = dir.path();
-    let keys = keys_in(root);
+    let fixture = Fixture::new();
+    let (root, keys) = (fixture.root(), &fixture.keys);
     let store = root.join("bundles");
     let state = root.join("state");
     let agent = AgentProc::start(
@@ -1633,9 +1647,8 @@ fn tls_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
 
 #[test]
 fn the_agent_api_over_tls_is_trusted_only_with_its_ca() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let root = dir.path();
-    let keys = keys_in(root);
+    let fixture = Fixture::new();
+    let (root, keys) = (fixture.root(), &fixture.keys);
     let (ca, cert, key) = tls_files(root);
     let store = root.join("bundles");
     let state = root.join("state");
@@ -1727,11 +1740,9 @@ fn processes_running(needle: &str) -> Vec<u64> {
 
 #[test]
 fn kill_9_mid_reconcile_leaves_no_orphan_and_no_double() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let root = dir.path();
-    let served = root.join("store");
-    std::fs::create_dir_all(&served).expect("store dir");
-    let keys = keys_in(root);
+    let fixture = Fixture::new();
+    let (root, keys) = (fixture.root(), &fixture.keys);
+    let served = fixture.store_dir();
     let (_, digest) = serve_model(&served, 6 << 20);
     // 2 MiB/s: the reconcile spends about three seconds on `slow`'s model, with five
     // workloads started before it and five after.
