@@ -6,8 +6,7 @@
 //! engine's own interfaces).
 
 use berth_compiler::ir::{
-    Classification, Connectivity, EnvClass, Ir, Maturity, Selector, Weekday, WorkloadClass,
-    WorkloadKind,
+    Classification, Connectivity, EnvClass, Ir, Maturity, Selector, WorkloadClass, WorkloadKind,
 };
 use berth_compiler::placement;
 use berth_compiler::plan::{Plan, Rejection, RejectionStage, WorkloadPlan, WorkloadStatus};
@@ -422,13 +421,7 @@ fn peak_estate() -> Ir {
         .target("dc", |t| t.pool("h100", "H100", 16).gpu_hour("2.00"))
         .window(
             "peak",
-            &[
-                Weekday::Mon,
-                Weekday::Tue,
-                Weekday::Wed,
-                Weekday::Thu,
-                Weekday::Fri,
-            ],
+            berth_compiler::testing::ir::WEEKDAYS,
             "08:00",
             "18:00",
             "Europe/Paris",

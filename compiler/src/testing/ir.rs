@@ -16,6 +16,15 @@ pub use estate::{EstateShape, estate, scale_cpu_memory_and_caps, scale_gpu_pools
 use crate::ir::*;
 use std::collections::BTreeMap;
 
+/// Monday to Friday, for business-hours windows.
+pub const WEEKDAYS: &[Weekday] = &[
+    Weekday::Mon,
+    Weekday::Tue,
+    Weekday::Wed,
+    Weekday::Thu,
+    Weekday::Fri,
+];
+
 const GIB: u64 = 1 << 30;
 
 /// The standard accelerators every builder starts with: name, vendor, family, memory in GiB,

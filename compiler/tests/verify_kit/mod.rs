@@ -443,13 +443,7 @@ pub fn estate() -> Ir {
             Window {
                 policy: g.clone(),
                 name: "peak".into(),
-                days: vec![
-                    Weekday::Mon,
-                    Weekday::Tue,
-                    Weekday::Wed,
-                    Weekday::Thu,
-                    Weekday::Fri,
-                ],
+                days: berth_compiler::testing::ir::WEEKDAYS.to_vec(),
                 start: 8 * 60,
                 end: 18 * 60,
                 zone: "Europe/Paris".into(),

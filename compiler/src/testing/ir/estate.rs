@@ -356,34 +356,22 @@ pub fn estate(seed: u64, shape: EstateShape) -> Ir {
         }
     }
     let peak_cap = (shape.workloads as u64 / 2).max(2) as u32;
-    b.window(
-        "peak",
-        &[
-            Weekday::Mon,
-            Weekday::Tue,
-            Weekday::Wed,
-            Weekday::Thu,
-            Weekday::Fri,
-        ],
-        "08:00",
-        "18:00",
-        "Europe/Paris",
-    )
-    .window(
-        "night",
-        &[Weekday::Sat, Weekday::Sun],
-        "22:00",
-        "06:00",
-        "UTC",
-    )
-    .limit(Selector::Class(WorkloadClass::Experiment), "peak", peak_cap)
-    .limit(Selector::Kind(WorkloadKind::Notebook), "night", peak_cap)
-    .approval("500", &["platform-leads"])
-    .reclaim(
-        Selector::Kind(WorkloadKind::Notebook),
-        30 * 60 * 1_000_000_000,
-    )
-    .build()
+    b.window("peak", super::WEEKDAYS, "08:00", "18:00", "Europe/Paris")
+        .window(
+            "night",
+            &[Weekday::Sat, Weekday::Sun],
+            "22:00",
+            "06:00",
+            "UTC",
+        )
+        .limit(Selector::Class(WorkloadClass::Experiment), "peak", peak_cap)
+        .limit(Selector::Kind(WorkloadKind::Notebook), "night", peak_cap)
+        .approval("500", &["platform-leads"])
+        .reclaim(
+            Selector::Kind(WorkloadKind::Notebook),
+            30 * 60 * 1_000_000_000,
+        )
+        .build()
 }
 
 /// A tighter estate: every GPU pool keeps `percent`% of its devices (at least one).
