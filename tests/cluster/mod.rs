@@ -518,8 +518,18 @@ impl Fleet {
             let handles: Vec<_> = specs
                 .iter()
                 .map(|(context, nodes)| {
-                    let cluster_dir = dir.join(context);
-                    scope.spawn(move || Cluster::start(context, &cluster_dir, nodes, users))
+                    let dir = &dir;
+                    scope.spawn(move || {
+                        // One more try in a fresh folder: a loopback port found free may be
+                        // taken by another process before the component binds it.
+                        let first = std::panic::catch_unwind(|| {
+                            Cluster::start(context, &dir.join(context), nodes, users)
+                        });
+                        first.unwrap_or_else(|_| {
+                            eprintln!("cluster `{context}` failed to start; trying once more");
+                            Cluster::start(context, &dir.join(format!("{context}-2")), nodes, users)
+                        })
+                    })
                 })
                 .collect();
             handles.into_iter().map(|h| h.join()).collect()
