@@ -142,7 +142,9 @@ fn first_apply_creates_and_a_second_writes_nothing() {
     assert!(s.prod().get("/api/v1/namespaces/ml").is_some());
     assert!(s.burst().get(RANKER).is_some());
     let writes = (s.prod().writes_by(BERTH), s.burst().writes_by(BERTH));
-    assert!(!writes.0.is_empty(), "the first apply wrote");
+    // One write per object: the namespace and 10 objects on prod, the namespace and 2 on
+    // burst.
+    assert_eq!((writes.0.len(), writes.1.len()), (11, 3), "{writes:?}");
 
     let (code, _, err) = s.apply(&[]);
     assert_eq!(code, 0, "{err}");

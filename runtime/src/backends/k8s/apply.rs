@@ -7,7 +7,6 @@
 //! reports every object unchanged. When a cluster's connection is lost, the objects not yet
 //! sent are reported as not applied and nothing is pruned there.
 
-use super::MANAGED_BY;
 use super::client::{ApiError, Cluster, RetryPolicy};
 use super::diff;
 use super::kubeconfig::Kubeconfigs;
@@ -360,7 +359,7 @@ async fn list_managed(
         .collect();
     scopes.sort();
     scopes.dedup();
-    let selector = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
+    let selector = super::managed_selector();
     let mut out = BTreeMap::new();
     for (kind, namespace) in scopes {
         let Ok(items) = cluster.list(kind, &namespace, &selector).await else {
@@ -414,10 +413,13 @@ async fn apply_object(
         // equals the live object, nothing is sent for real, so a re-run of the same plan
         // makes no write at all (a server-side apply that changes nothing is still a write
         // request to the API server, and in its audit log).
-        let dry_run = options.dry_run || live.is_some();
-        let after = match cluster.apply(m, dry_run, options.force_conflicts).await {
+        let preview_only = !options.dry_run && live.is_some();
+        let after = match cluster
+            .apply(m, options.dry_run || preview_only, options.force_conflicts)
+            .await
+        {
             Ok(preview)
-                if !options.dry_run && diff::unified(&name, live.as_ref(), &preview).is_some() =>
+                if preview_only && diff::unified(&name, live.as_ref(), &preview).is_some() =>
             {
                 cluster.apply(m, false, options.force_conflicts).await
             }

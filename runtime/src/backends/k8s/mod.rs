@@ -20,3 +20,8 @@ pub const FIELD_MANAGER: &str = "berth";
 
 /// Label every object berth renders carries; prune only ever deletes objects with it.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "berth");
+
+/// The label selector of every object berth manages.
+pub fn managed_selector() -> String {
+    format!("{}={}", MANAGED_BY.0, MANAGED_BY.1)
+}

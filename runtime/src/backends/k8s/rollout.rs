@@ -7,7 +7,6 @@
 //! is too old (`410 Expired`) or the stream fails. Nothing polls: the wait ends as soon as
 //! the event that completes the last rollout arrives.
 
-use super::MANAGED_BY;
 use super::client::Cluster;
 use super::render::{ClusterManifests, Kind};
 use futures::StreamExt;
@@ -268,7 +267,7 @@ async fn follow(
     deadline: Instant,
 ) -> BTreeMap<String, Rollout> {
     let kind = tracker.kind;
-    let selector = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
+    let selector = super::managed_selector();
     'list: while !tracker.finished() && Instant::now() < deadline {
         let mut version = match cluster.list_versioned(kind, namespace, &selector).await {
             Ok((objects, version)) => {
