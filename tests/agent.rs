@@ -527,7 +527,7 @@ fn keys_generate_writes_a_private_secret_and_prints_neither_key() {
         .arg(&prefix)
         .output()
         .expect("run");
-    assert_eq!(again.status.code(), Some(2));
+    assert_eq!(again.status.code(), Some(1), "a refusal");
 }
 
 #[test]

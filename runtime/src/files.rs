@@ -10,12 +10,16 @@
 //! unreadable, larger than [`MAX_FILE_BYTES`] (checked before reading the whole file) or not
 //! UTF-8 (with the byte offset and line of the first invalid byte).
 
+pub mod output;
+
 use berth_compiler::driver::MAX_FILE_BYTES;
 use berth_compiler::source::{FileId, SourceMap};
 use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
+
+pub use output::IoProblem;
 
 /// The extension of berth sources.
 pub const SOURCE_EXTENSION: &str = "berth";
@@ -25,10 +29,12 @@ pub const SOURCE_EXTENSION: &str = "berth";
 pub enum LoadError {
     #[error("`{}` does not exist", path.display())]
     NotFound { path: PathBuf },
-    #[error("cannot read `{}`: {source}", path.display())]
-    Unreadable { path: PathBuf, source: io::Error },
-    #[error("cannot search directory `{}`: {source}", path.display())]
-    Walk { path: PathBuf, source: io::Error },
+    #[error("`{}` is a symbolic link to `{}`, which does not exist", path.display(), target.display())]
+    DanglingLink { path: PathBuf, target: PathBuf },
+    #[error("cannot read `{}`: {problem}", path.display())]
+    Unreadable { path: PathBuf, problem: IoProblem },
+    #[error("cannot search directory `{}`: {problem}", path.display())]
+    Walk { path: PathBuf, problem: IoProblem },
     #[error("`{}` is not a file or a directory", path.display())]
     NotAFile { path: PathBuf },
     #[error("`{}` is larger than the {limit_mib} MiB limit", path.display(), limit_mib = limit / (1024 * 1024))]
@@ -55,8 +61,11 @@ impl LoadError {
             LoadError::NotFound { .. } => {
                 "check the path; berth takes `.berth` files and directories that contain them"
             }
-            LoadError::Unreadable { .. } | LoadError::Walk { .. } => {
-                "check that the path and its parent directories are readable by you"
+            LoadError::DanglingLink { .. } => {
+                "fix or remove the link, or pass the file it should name"
+            }
+            LoadError::Unreadable { problem, .. } | LoadError::Walk { problem, .. } => {
+                problem.hint()
             }
             LoadError::NotAFile { .. } => "pass `.berth` files or directories that contain them",
             LoadError::TooLarge { .. } => {
@@ -131,17 +140,32 @@ pub fn read_source(path: &Path, limit: usize) -> Result<String, LoadError> {
 
 fn io_error(path: &Path, source: io::Error) -> LoadError {
     match source.kind() {
-        io::ErrorKind::NotFound => LoadError::NotFound {
-            path: path.to_path_buf(),
+        io::ErrorKind::NotFound => match fs_link_target(path) {
+            Some(target) => LoadError::DanglingLink {
+                path: path.to_path_buf(),
+                target,
+            },
+            None => LoadError::NotFound {
+                path: path.to_path_buf(),
+            },
         },
         io::ErrorKind::IsADirectory => LoadError::NotAFile {
             path: path.to_path_buf(),
         },
         _ => LoadError::Unreadable {
             path: path.to_path_buf(),
-            source,
+            problem: IoProblem::of(source),
         },
     }
+}
+
+/// Where `path` points, if it is a symlink.
+fn fs_link_target(path: &Path) -> Option<PathBuf> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    meta.file_type()
+        .is_symlink()
+        .then(|| std::fs::read_link(path).ok())
+        .flatten()
 }
 
 /// Expands command-line paths into the sorted, deduplicated list of source files.
@@ -195,10 +219,20 @@ fn walk_dir(root: &Path, found: &mut Vec<PathBuf>, errors: &mut Vec<LoadError>) 
             Err(e) if is_irrelevant_dangling_link(&e) => {}
             Err(e) => {
                 let path = e.path().unwrap_or(root).to_path_buf();
+                let is_dir = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
                 let source = e
                     .into_io_error()
                     .unwrap_or_else(|| io::Error::other("directory walk failed"));
-                errors.push(LoadError::Walk { path, source });
+                errors.push(if is_dir {
+                    LoadError::Walk {
+                        path,
+                        problem: IoProblem::of(source),
+                    }
+                } else {
+                    // A file below the directory (a broken `x.berth` link, an unreadable
+                    // entry): name what is wrong with it, not the directory.
+                    io_error(&path, source)
+                });
             }
         }
     }

@@ -2,6 +2,7 @@
 //! await one, in `PLAN.approval.json`, bound to the plan's id (void for any other plan).
 
 use super::input::{APPROVAL_FORMAT, ApprovalRecord, InputProblem, approval_path, input_problem};
+use crate::files::output;
 use crate::report::{Exit, Ui};
 use berth_compiler::plan::Plan;
 use std::io;
@@ -72,12 +73,9 @@ pub fn run(args: &ApproveArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
     };
     let path = approval_path(&args.plan);
     let text = serde_json::to_string_pretty(&record).unwrap_or_default() + "\n";
-    if let Err(e) = std::fs::write(&path, text) {
-        ui.problem(
-            &format_args!("cannot write `{}`: {e}", path.display()),
-            Some("check that the plan's directory is writable"),
-        )?;
-        return Ok(Exit::Trouble);
+    if let Err(e) = output::replace(&path, text.as_bytes(), &[&args.plan]) {
+        ui.problem(&e, Some(e.hint()))?;
+        return Ok(e.exit());
     }
     ui.status(&format_args!(
         "approved {} workload(s) of plan {} by `{}`: `{}`",

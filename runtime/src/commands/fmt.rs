@@ -2,19 +2,24 @@
 //! are not.
 //!
 //! A file that does not parse is never touched: its diagnostics are shown and the run fails.
-//! Rewrites are atomic (a temporary file in the same directory, then a rename), so a crash or
-//! a full disk leaves either the old text or the new one, never a mix; permissions are kept
-//! and a symlinked source is rewritten at its target. Unchanged files are not written at all.
+//! Rewrites go through [`output::replace`]: atomic (a temporary file in the same directory,
+//! then a rename), so a crash or a full disk leaves either the old text or the new one, never a
+//! mix; mode and owner are kept; a file with several hard links (or whose owner the new file
+//! could not be given) is rewritten in place, so it stays one file; a read-only file is
+//! refused (exit 1), not replaced; a symlinked source is rewritten at its target. Unchanged
+//! files are not written at all.
 
-use crate::files::{self, FsReader, Loaded};
+use crate::files::{self, FsReader, Loaded, output};
 use crate::report::{Exit, Ui};
 use berth_compiler::diagnostics::Diagnostic;
 use berth_compiler::driver::parse_file;
 use berth_compiler::source::{FileId, SourceFile, Span};
 use serde_json::Value;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
-use thiserror::Error;
+
+/// `berth fmt` rewrites its inputs: no file is protected from it.
+const NO_INPUTS: &[&Path] = &[];
 
 /// A formatter: canonical text for a source file, or the diagnostics that prevent it.
 pub type FormatFn = fn(&str) -> Result<String, Vec<Diagnostic>>;
@@ -69,40 +74,6 @@ fn in_file(mut diag: Diagnostic, file: FileId) -> Diagnostic {
     diag
 }
 
-/// A rewrite that failed; the file keeps its old text.
-#[derive(Debug, Error)]
-#[error("cannot write `{}`: {source}", path.display())]
-pub struct WriteError {
-    pub path: PathBuf,
-    pub source: io::Error,
-}
-
-/// Replaces the contents of `path` with `text` atomically: a temporary file in the same
-/// directory (same file system, so the rename is atomic), flushed to disk, given the old
-/// file's permissions, then renamed over it. A symlink is followed: its target is rewritten.
-pub fn write_atomically(path: &Path, text: &str) -> Result<(), WriteError> {
-    let fail = |source: io::Error| WriteError {
-        path: path.to_path_buf(),
-        source,
-    };
-    let target = std::fs::canonicalize(path).map_err(fail)?;
-    let dir = target
-        .parent()
-        .ok_or_else(|| fail(io::Error::other("the file has no parent directory")))?;
-    let permissions = std::fs::metadata(&target).map_err(fail)?.permissions();
-    // Hidden, so that `berth check DIR` never picks up a leftover after a crash.
-    let mut temp = tempfile::Builder::new()
-        .prefix(".berth-fmt-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(fail)?;
-    temp.write_all(text.as_bytes()).map_err(fail)?;
-    temp.as_file().set_permissions(permissions).map_err(fail)?;
-    temp.as_file().sync_all().map_err(fail)?;
-    temp.persist(&target).map_err(|e| fail(e.error))?;
-    Ok(())
-}
-
 /// Runs `berth fmt [--check] PATH…`: loads the sources, then [`run`].
 pub fn run_paths(paths: &[PathBuf], mode: FmtMode, ui: &mut Ui<'_>) -> io::Result<Exit> {
     let Some(formatter) = FORMATTER else {
@@ -125,21 +96,21 @@ pub fn run(loaded: &Loaded, mode: FmtMode, format: FormatFn, ui: &mut Ui<'_>) ->
     let mut changed = Vec::new();
     let mut refused = Vec::new();
     let mut unchanged = 0usize;
-    let mut write_failed = false;
+    // The worst exit code of the files that could not be written.
+    let mut write_failed: Option<i32> = None;
     for (file, path) in loaded.sources.files().iter().zip(&loaded.paths) {
         match format_one(file, format) {
             FileOutcome::Unchanged => unchanged += 1,
             FileOutcome::Reformatted(text) => {
                 let written = match mode {
-                    FmtMode::Write => write_atomically(path, &text),
+                    FmtMode::Write => output::replace(path, text.as_bytes(), NO_INPUTS),
                     FmtMode::Check => Ok(()),
                 };
                 match written {
                     Ok(()) => changed.push(file.name.clone()),
                     Err(e) => {
-                        let hint = "check the file's permissions; it was left unchanged";
-                        ui.problem(&e, Some(hint))?;
-                        write_failed = true;
+                        ui.problem(&e, Some(e.hint()))?;
+                        write_failed = write_failed.max(Some(e.exit().code()));
                     }
                 }
             }
@@ -169,9 +140,12 @@ pub fn run(loaded: &Loaded, mode: FmtMode, format: FormatFn, ui: &mut Ui<'_>) ->
     }
     ui.status(&status_line(mode, changed.len(), unchanged, refused.len()))?;
 
-    Ok(if write_failed {
+    Ok(if write_failed == Some(Exit::Trouble.code()) {
         Exit::Trouble
-    } else if !refused.is_empty() || (mode == FmtMode::Check && !changed.is_empty()) {
+    } else if write_failed.is_some()
+        || !refused.is_empty()
+        || (mode == FmtMode::Check && !changed.is_empty())
+    {
         Exit::ErrorsFound
     } else {
         Exit::Clean
@@ -301,7 +275,7 @@ mod tests {
         fs::write(&real, "workload b {   \n}\n").expect("write");
         let link = dir.path().join("link.berth");
         std::os::unix::fs::symlink(&real, &link).expect("symlink");
-        write_atomically(&link, "new\n").expect("writes");
+        output::replace(&link, b"new\n", NO_INPUTS).expect("writes");
         assert!(
             fs::symlink_metadata(&link)
                 .expect("stat")

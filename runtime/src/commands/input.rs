@@ -30,6 +30,9 @@ pub struct PlanInput {
     pub plan: Plan,
     /// The saved plan's path (where its approval file lives); `None` for a spec planned now.
     pub path: Option<PathBuf>,
+    /// Every file read to make this input (the spec's sources, the saved plan): what no
+    /// command may write over.
+    pub inputs: Vec<PathBuf>,
 }
 
 /// Why there is no plan to work with (exit 2: nothing was checked).
@@ -139,7 +142,8 @@ pub fn load_input(args: &PlanInputArgs) -> Result<Result<PlanInput, Refusal>, In
     let Some(spec) = &args.spec else {
         return Err(InputProblem::NeedsSpec(args.input.clone()));
     };
-    let sources = spec_sources(spec)?;
+    let (sources, mut inputs) = spec_sources(spec)?;
+    inputs.push(args.input.clone());
     let checked = match driver::reverify(&sources, &plan) {
         Ok(checked) => checked,
         Err(driver::ReverifyFailure::Spec(diagnostics)) => {
@@ -168,26 +172,31 @@ pub fn load_input(args: &PlanInputArgs) -> Result<Result<PlanInput, Refusal>, In
         ir,
         plan,
         path: Some(args.input.clone()),
+        inputs,
     }))
 }
 
-/// The one spec at `path`, its files named relative to it (what `berth plan` digests).
-fn spec_sources(path: &Path) -> Result<berth_compiler::source::SourceMap, InputProblem> {
+/// The one spec at `path`, its files named relative to it (what `berth plan` digests), and
+/// their paths.
+fn spec_sources(
+    path: &Path,
+) -> Result<(berth_compiler::source::SourceMap, Vec<PathBuf>), InputProblem> {
     let loaded = files::load(&[path.to_path_buf()], &FsReader).map_err(InputProblem::Load)?;
     let specs = loaded.specs();
     if specs.len() != 1 {
         return Err(InputProblem::NotOneSpec(specs.len()));
     }
-    Ok(files::relative_sources(path, &loaded))
+    Ok((files::relative_sources(path, &loaded), loaded.paths))
 }
 
 fn plan_spec(path: &Path) -> Result<Result<PlanInput, Refusal>, InputProblem> {
-    let sources = spec_sources(path)?;
+    let (sources, inputs) = spec_sources(path)?;
     match driver::plan(&sources, super::spec::now()) {
         Ok(planned) => Ok(Ok(PlanInput {
             ir: planned.ir,
             plan: planned.plan,
             path: None,
+            inputs,
         })),
         Err(driver::PlanFailure::Spec(diags)) => Ok(Err(Refusal::SpecErrors(
             diags.iter().filter(|d| d.is_error()).count(),

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 #[derive(Debug, clap::Subcommand)]
 pub enum KeysCommand {
     /// Make an ed25519 key pair for signing bundles: PREFIX.key (secret, mode 0600, never
-    /// printed) and PREFIX.pub (give it to agents as --trust).
+    /// printed) and PREFIX.pub (give it to agents as --trust). Refused if either exists.
     Generate {
         /// Path prefix of the two files, e.g. `keys/control-plane`.
         #[arg(value_name = "PREFIX")]
@@ -30,11 +30,12 @@ pub fn run(command: KeysCommand, ui: &mut Ui<'_>) -> io::Result<Exit> {
             ))?;
             Ok(Exit::Clean)
         }
+        Err(keys::KeyError::Write(e)) => {
+            ui.problem(&e, Some(e.hint()))?;
+            Ok(e.exit())
+        }
         Err(e) => {
-            ui.problem(
-                &e,
-                Some("choose a prefix whose .key and .pub files do not exist"),
-            )?;
+            ui.problem(&e, None)?;
             Ok(Exit::Trouble)
         }
     }

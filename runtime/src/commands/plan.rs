@@ -5,11 +5,12 @@
 //! I/O problems.
 
 use super::{spec, table};
+use crate::files::output;
 use crate::report::{Exit, OutputFormat, Ui};
 use berth_compiler::diagnostics::render::render_terminal;
 use berth_compiler::plan::Plan;
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct PlanArgs {
@@ -20,7 +21,8 @@ pub struct PlanArgs {
     /// evaluated at it. Default: now.
     #[arg(long, value_name = "RFC3339")]
     pub at: Option<String>,
-    /// Also save the plan as JSON in FILE (written atomically), for `berth verify` and apply.
+    /// Also save the plan as JSON in FILE (written atomically; a regular file only, never one
+    /// of the spec's sources), for `berth verify` and apply.
     #[arg(short = 'o', long = "out", value_name = "FILE")]
     pub out: Option<PathBuf>,
 }
@@ -40,13 +42,11 @@ pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
     let plan = &planned.plan;
     let json = plan_json(plan);
     if let Some(out) = &args.out
-        && let Err(e) = write_atomically(out, json.as_bytes())
+        && let Err(e) = output::replace(out, json.as_bytes(), &spec.paths)
     {
-        ui.problem(
-            &format_args!("cannot write the plan to `{}`: {e}", out.display()),
-            Some("check that the directory exists and is writable"),
-        )?;
-        return Ok(Exit::Trouble);
+        ui.problem(&e, Some(e.hint()))?;
+        ui.status(&"the plan was not saved")?;
+        return Ok(e.exit());
     }
     match ui.output {
         OutputFormat::Json => ui.out.write_all(json.as_bytes())?,
@@ -72,35 +72,4 @@ pub fn plan_json(plan: &Plan) -> String {
     let mut json = serde_json::to_string_pretty(plan).unwrap_or_default();
     json.push('\n');
     json
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same directory, renamed over
-/// `path`: readers see the old plan or the new one, never half of one.
-fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    // Hidden, so that a leftover after a crash is never mistaken for a plan.
-    let mut file = tempfile::Builder::new()
-        .prefix(".berth-plan-")
-        .suffix(".tmp")
-        .tempfile_in(dir)?;
-    file.write_all(bytes)?;
-    // A temporary file is private (0600); a plan is not a secret, and an existing plan
-    // keeps its permissions.
-    match std::fs::metadata(path) {
-        Ok(meta) => file.as_file().set_permissions(meta.permissions())?,
-        Err(_) => {
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::PermissionsExt;
-                file.as_file()
-                    .set_permissions(std::fs::Permissions::from_mode(0o644))?;
-            }
-        }
-    }
-    file.as_file().sync_all()?;
-    file.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }

@@ -3,6 +3,7 @@
 
 use super::input::{PlanInputArgs, input_or_exit};
 use crate::backends::k8s;
+use crate::files::output;
 use crate::report::{Exit, OutputFormat, Ui};
 use std::io;
 use std::path::PathBuf;
@@ -32,16 +33,9 @@ pub fn run(args: &RenderArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
     let mut written = Vec::new();
     for (rel, text) in &files {
         let path = args.out.join(rel);
-        let result = path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::write(&path, text));
-        if let Err(e) = result {
-            ui.problem(
-                &format_args!("cannot write `{}`: {e}", path.display()),
-                Some("check that the output directory is writable"),
-            )?;
-            return Ok(Exit::Trouble);
+        if let Err(e) = output::create_dirs_and_replace(&path, text.as_bytes(), &input.inputs) {
+            ui.problem(&e, Some(e.hint()))?;
+            return Ok(e.exit());
         }
         written.push(path.display().to_string());
     }

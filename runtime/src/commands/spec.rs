@@ -16,7 +16,7 @@ use berth_compiler::plan::Rejection;
 use berth_compiler::source::{SourceMap, Span};
 use jiff::Timestamp;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// One spec, read from disk.
 pub struct Spec {
@@ -24,6 +24,8 @@ pub struct Spec {
     pub sources: SourceMap,
     /// The same files (same ids) named as given on the command line: for rendering.
     pub shown: SourceMap,
+    /// The files' paths (same ids): what no command may write over.
+    pub paths: Vec<PathBuf>,
 }
 
 /// Loads the spec at `path` (a directory whose `.berth` files form one spec, or one file).
@@ -53,6 +55,7 @@ pub fn load(path: &Path, ui: &mut Ui<'_>) -> io::Result<Result<Spec, Exit>> {
     Ok(Ok(Spec {
         sources: files::relative_sources(path, &loaded),
         shown: loaded.sources,
+        paths: loaded.paths,
     }))
 }
 

@@ -1,13 +1,15 @@
 //! The control plane's ed25519 keys: `berth keys generate`, and reading key files.
 //!
-//! A key pair is two files: `NAME.key` (the 32-byte secret seed, hex, mode 0600, created
-//! only if absent) and `NAME.pub` (the public key, hex). The secret is never printed.
+//! A key pair is two files: `PREFIX.key` (the 32-byte secret seed, hex, mode 0600) and
+//! `PREFIX.pub` (the public key, hex), the prefix taken literally (`cp.2025` makes
+//! `cp.2025.key`). Both are created only if neither exists (checked before either is written,
+//! so a refusal leaves nothing behind), through [`crate::files::output::create_new`]. The
+//! secret is never printed.
 
+use crate::files::output::{self, WriteError, with_suffix};
 use berth_compiler::plan::hex;
 use ed25519_dalek::{SigningKey, VerifyingKey};
-use std::fs::OpenOptions;
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io;
 use std::path::{Path, PathBuf};
 
 const SECRET_PREFIX: &str = "berth-ed25519-secret:";
@@ -16,8 +18,8 @@ const PUBLIC_PREFIX: &str = "berth-ed25519-public:";
 /// Why a key could not be made or read.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
-    #[error("cannot write `{path}`: {source}")]
-    Write { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Write(#[from] WriteError),
     #[error("cannot read `{path}`: {source}")]
     Read { path: PathBuf, source: io::Error },
     #[error("`{path}` is not a berth {expected} key")]
@@ -46,35 +48,21 @@ pub fn generate() -> Result<SigningKey, KeyError> {
     Ok(SigningKey::from_bytes(&seed))
 }
 
-/// Writes `PREFIX.key` (0600, refused if it exists) and `PREFIX.pub`; returns both paths.
+/// Writes `PREFIX.key` (0600) and `PREFIX.pub` (0644), refusing before writing either if
+/// either exists; returns both paths.
 pub fn write_pair(prefix: &Path, key: &SigningKey) -> Result<(PathBuf, PathBuf), KeyError> {
-    let secret = prefix.with_extension("key");
-    let public = prefix.with_extension("pub");
-    let write = |path: &Path, mode: u32, text: String| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(path)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()
-    };
-    let err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| KeyError::Write { path, source }
-    };
-    write(
-        &secret,
-        0o600,
-        format!("{SECRET_PREFIX}{}\n", hex(key.as_bytes())),
-    )
-    .map_err(err(&secret))?;
-    write(
-        &public,
-        0o644,
-        format!("{PUBLIC_PREFIX}{}\n", hex(key.verifying_key().as_bytes())),
-    )
-    .map_err(err(&public))?;
+    let secret = with_suffix(prefix, ".key");
+    let public = with_suffix(prefix, ".pub");
+    output::refuse_existing(&secret)?;
+    output::refuse_existing(&public)?;
+    let secret_text = format!("{SECRET_PREFIX}{}\n", hex(key.as_bytes()));
+    output::create_new(&secret, secret_text.as_bytes(), 0o600)?;
+    let public_text = format!("{PUBLIC_PREFIX}{}\n", hex(key.verifying_key().as_bytes()));
+    if let Err(e) = output::create_new(&public, public_text.as_bytes(), 0o644) {
+        // No secret without its public half.
+        let _ = std::fs::remove_file(&secret);
+        return Err(e.into());
+    }
     Ok((secret, public))
 }
 
