@@ -73,17 +73,30 @@ fn refused(out: &Output, message: &str) {
 #[test]
 fn plan_out_refuses_devices_fifos_and_directories() {
     let dir = with_example("quickstart");
-    let out = berth(dir.path(), &["plan", "spec", "-o", "/dev/null"]);
+    // As root, a berth that regressed would replace the machine's `/dev/null` (this happened
+    // once while checking that this test fails without the fix): root tests on a device node
+    // of their own, `null` (1, 3) in the temporary directory; others on `/dev/null`, which
+    // they cannot replace.
+    let device = if is_root() {
+        let status = Command::new("mknod")
+            .args(["-m", "666"])
+            .arg(dir.path().join("null"))
+            .args(["c", "1", "3"])
+            .status()
+            .expect("mknod");
+        assert!(status.success());
+        "null"
+    } else {
+        "/dev/null"
+    };
+    let out = berth(dir.path(), &["plan", "spec", "-o", device]);
     refused(
         &out,
-        "`/dev/null` is a character device, not a regular file",
+        &format!("`{device}` is a character device, not a regular file"),
     );
-    assert!(
-        fs::metadata("/dev/null")
-            .expect("stat")
-            .file_type()
-            .is_char_device()
-    );
+    let device = dir.path().join(device);
+    let kind = fs::symlink_metadata(device).expect("stat").file_type();
+    assert!(kind.is_char_device(), "still a device");
     // A FIFO is refused without being opened (opening it for writing would block).
     let fifo = dir.path().join("pipe");
     mkfifo(&fifo);
@@ -284,6 +297,14 @@ fn approve_and_render_refuse_what_is_not_theirs_to_write() {
     let out = berth(dir.path(), &["render", "spec", "-o", "out"]);
     refused(&out, "is a source file of the spec");
     assert_eq!(fs::read(&source).expect("read"), original);
+    // The saved plan is an input of `render PLAN --spec DIR` too.
+    fs::remove_file(&yaml).expect("rm");
+    fs::hard_link(dir.path().join("plan.json"), &yaml).expect("hard link");
+    let out = berth(
+        dir.path(),
+        &["render", "plan.json", "--spec", "spec", "-o", "out"],
+    );
+    refused(&out, "is a file this command reads (`plan.json`)");
     fs::remove_file(&yaml).expect("rm");
     mkfifo(&yaml);
     let out = berth(dir.path(), &["render", "spec", "-o", "out"]);

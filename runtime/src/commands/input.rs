@@ -115,9 +115,15 @@ pub struct ApprovalRecord {
 
 pub(super) const APPROVAL_FORMAT: &str = "berth.approval/v1";
 
-/// The approval file of a saved plan: `plan.json` → `plan.approval.json`.
+/// The approval file of a saved plan: `plan.json` → `plan.approval.json`; any other name has
+/// `.approval.json` appended (`plans/2025.06` → `plans/2025.06.approval.json`: cutting at the
+/// dot would give plans `2025.06` and `2025.07` one approval file).
 pub fn approval_path(plan: &Path) -> PathBuf {
-    plan.with_extension("approval.json")
+    if plan.extension().is_some_and(|e| e == "json") {
+        plan.with_extension("approval.json")
+    } else {
+        crate::files::output::with_suffix(plan, ".approval.json")
+    }
 }
 
 /// Loads the plan to work with. A saved plan must come with its spec (`--spec`); its digest
@@ -301,4 +307,20 @@ pub(super) fn placed_or_refused(input: &PlanInput, ui: &mut Ui<'_>) -> io::Resul
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approval_files_are_named_after_the_whole_plan_name() {
+        let path = |p: &str| approval_path(Path::new(p));
+        assert_eq!(path("out/plan.json"), Path::new("out/plan.approval.json"));
+        assert_eq!(
+            path("plans/2025.06"),
+            Path::new("plans/2025.06.approval.json")
+        );
+        assert_ne!(path("plans/2025.06"), path("plans/2025.07"));
+    }
 }

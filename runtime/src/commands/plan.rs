@@ -1,8 +1,8 @@
 //! `berth plan SPEC_DIR [--at RFC3339] [-o FILE]`: compile, place, verify, and print or save
 //! the plan. Exit 0 when every replica is placed; 1 when the plan is infeasible (it is still
 //! printed and written: infeasibility is an answer), when the spec has errors (nothing is
-//! written), or when the verifier rejects the engine's plan (never written); 2 for usage and
-//! I/O problems.
+//! written), when the verifier rejects the engine's plan (never written), or when `-o` names
+//! a file berth will not write over (`files::output`); 2 for usage and I/O problems.
 
 use super::{spec, table};
 use crate::files::output;

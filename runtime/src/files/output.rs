@@ -144,6 +144,34 @@ impl fmt::Display for FileKind {
     }
 }
 
+/// What an input that a command would have written over is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputKind {
+    /// A `.berth` file of the spec.
+    Source,
+    /// Any other file the command read (the saved plan).
+    Other,
+}
+
+impl InputKind {
+    fn of(path: &Path) -> Self {
+        if super::has_source_extension(path) {
+            InputKind::Source
+        } else {
+            InputKind::Other
+        }
+    }
+}
+
+impl fmt::Display for InputKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            InputKind::Source => "a source file of the spec",
+            InputKind::Other => "a file this command reads",
+        })
+    }
+}
+
 /// Why a file was not written. Every variant names the path; whatever was there before is
 /// unchanged.
 #[derive(Debug, Error)]
@@ -152,8 +180,12 @@ pub enum WriteError {
     IsDirectory { path: PathBuf },
     #[error("`{}` is a {kind}, not a regular file", path.display())]
     NotRegular { path: PathBuf, kind: FileKind },
-    #[error("`{}` is a source file of the spec (`{}`); berth does not write over its input", path.display(), input.display())]
-    IsInput { path: PathBuf, input: PathBuf },
+    #[error("`{}` is {what} (`{}`); berth does not write over its input", path.display(), input.display())]
+    IsInput {
+        path: PathBuf,
+        input: PathBuf,
+        what: InputKind,
+    },
     #[error("`{}` is read-only", path.display())]
     ReadOnly { path: PathBuf },
     #[error("`{}` already exists", path.display())]
@@ -274,8 +306,9 @@ fn check_existing(
     for input in inputs {
         let input = input.as_ref();
         if fs::metadata(input).is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino()) {
+            let what = InputKind::of(input);
             let input = input.to_path_buf();
-            return Err(WriteError::IsInput { path, input });
+            return Err(WriteError::IsInput { path, input, what });
         }
     }
     if meta.permissions().mode() & 0o222 == 0 {
