@@ -334,3 +334,76 @@ fn emit_ir_prints_the_ir_of_one_spec() {
     assert_eq!(code(&out), 2);
     assert!(stderr(&out).contains("takes one spec"), "{}", stderr(&out));
 }
+
+/// Hostile input (issue 17): one line of 50,000 tokens with 25,000 syntax errors.
+/// `check`, `fmt` and `plan` show 100 diagnostics per file and count the rest, each with a
+/// window of the line rather than the whole line (the line used to be printed under every
+/// diagnostic: gigabytes of stderr); `--error-limit 0` shows them all, still windowed.
+#[test]
+fn many_errors_on_one_long_line_are_limited_and_windowed() {
+    let line = "const = ".repeat(25_000);
+    let dir = temp_with(&[("spec/tokens.berth", format!("{line}\n").as_bytes())]);
+    for args in [
+        &["check", "spec"][..],
+        &["fmt", "--check", "spec"],
+        &["plan", "spec"],
+    ] {
+        let out = berth(dir.path(), args);
+        let err = stderr(&out);
+        assert_eq!(code(&out), 1, "{args:?}: {}", &err[..err.len().min(2_000)]);
+        assert_eq!(err.matches("Error:").count(), 100, "{args:?}");
+        assert!(
+            err.contains(" more errors in `spec/tokens.berth`\n"),
+            "{args:?}"
+        );
+        assert!(err.contains("`--error-limit 0` shows all"), "{args:?}");
+        assert!(err.len() < 100 * 1_000, "{args:?}: {} bytes", err.len());
+    }
+    let out = berth(dir.path(), &["--error-limit", "0", "check", "spec"]);
+    let err = stderr(&out);
+    let reports = err.matches("Error:").count();
+    assert!(reports > 1_000, "{reports}");
+    assert!(
+        err.ends_with(&format!("\n{reports} errors in 1 file\n")),
+        "{reports}"
+    );
+    assert!(!err.contains("more errors in"));
+    assert!(
+        err.len() < reports * 1_000,
+        "{} bytes for {reports}",
+        err.len()
+    );
+
+    let out = berth(dir.path(), &["--output", "json", "check", "spec"]);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("one JSON document");
+    let shown = doc["diagnostics"].as_array().map_or(0, Vec::len);
+    assert_eq!(shown, 100);
+    let omitted = &doc["omitted"][0];
+    assert_eq!(omitted["file"], "spec/tokens.berth");
+    assert_eq!(
+        omitted["errors"].as_u64(),
+        doc["errors"].as_u64().map(|e| e - 100)
+    );
+}
+
+/// The formatter on a 150,000-element list (which `check` accepts) and on 50,000
+/// consecutive constants: it used to overflow its stack on the first (SIGABRT) and take a
+/// minute on the second.
+#[test]
+fn fmt_formats_a_long_list_and_many_constants() {
+    let list = format!("const l = [{}]\n", vec!["1"; 150_000].join(", "));
+    let consts: String = (0..50_000).map(|i| format!("const c{i} = {i}\n")).collect();
+    let dir = temp_with(&[
+        ("list/l.berth", list.as_bytes()),
+        ("consts/c.berth", consts.as_bytes()),
+    ]);
+    let out = berth(dir.path(), &["fmt", "--check", "list"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stdout(&out).contains("l.berth"), "{}", stdout(&out));
+    let out = berth(dir.path(), &["fmt", "--check", "consts"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = berth(dir.path(), &["fmt", "list"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let formatted = fs::read_to_string(dir.path().join("list/l.berth")).expect("read back");
+    assert_eq!(formatted.lines().count(), 150_002);
+}

@@ -453,6 +453,26 @@ fn semantic_tokens_are_encoded_relative_to_the_previous_token() {
     client.shutdown();
 }
 
+/// Formatting a 150,000-element list (which the checker accepts) is answered, and the
+/// server keeps serving: the formatter's layout document used to be a chain as deep as the
+/// list, whose drop overflowed the server thread's stack and killed the process.
+#[test]
+fn formatting_a_very_long_list_does_not_kill_the_server() {
+    let (_dir, _targets, workloads) = spec_dir();
+    let mut client = Client::start(&[]);
+    let list = format!("const l = [{}]\n", vec!["1"; 150_000].join(", "));
+    open(&mut client, &workloads, &list);
+    let r = client.request("textDocument/formatting", json!({"textDocument": {"uri": uri(&workloads)}, "options": {"tabSize": 2, "insertSpaces": true}}));
+    let text = r["result"][0]["newText"].as_str().unwrap_or_default();
+    assert_eq!(text.lines().count(), 150_002, "{}", &r.to_string()[..200]);
+    let r = client.request(
+        "textDocument/documentSymbol",
+        json!({"textDocument": {"uri": uri(&workloads)}}),
+    );
+    assert!(r["result"].is_array(), "{r}");
+    client.shutdown();
+}
+
 #[test]
 fn formatting_symbols_and_quick_fixes() {
     let (_dir, _targets, workloads) = spec_dir();

@@ -63,6 +63,23 @@ pub struct SourceFile {
     pub text: String,
     /// Byte offset of the start of every line (first is 0).
     line_starts: Vec<u32>,
+    /// For a file that is not all ASCII: the characters and UTF-16 units before every
+    /// [`CHECKPOINT`]-th byte (snapped back to a character boundary), so that a column is
+    /// counted from the nearest checkpoint, not from the start of its line: a diagnostic on a
+    /// line of a megabyte costs as little as one on a short line. Empty for ASCII text, where
+    /// a column is a difference of offsets.
+    checkpoints: Vec<Checkpoint>,
+}
+
+/// Bytes between two [`Checkpoint`]s.
+const CHECKPOINT: usize = 256;
+
+/// How much text lies before a byte offset of the file.
+#[derive(Clone, Copy, Debug, Default)]
+struct Checkpoint {
+    byte: u32,
+    chars: u32,
+    utf16: u32,
 }
 
 /// A line/column position. `line` and `column` are 1-based; `column` counts Unicode scalar
@@ -84,11 +101,43 @@ impl SourceFile {
                 .filter(|&(_, b)| b == b'\n')
                 .map(|(i, _)| (i + 1) as u32),
         );
+        let checkpoints = if text.is_ascii() {
+            Vec::new()
+        } else {
+            checkpoints(&text)
+        };
         SourceFile {
             id,
             name: name.into(),
             text,
             line_starts,
+            checkpoints,
+        }
+    }
+
+    /// Characters and UTF-16 units before `offset` (a character boundary), from the file's
+    /// start: O([`CHECKPOINT`]) whatever the offset.
+    fn counted(&self, offset: usize) -> Checkpoint {
+        if self.checkpoints.is_empty() {
+            let n = offset as u32;
+            return Checkpoint {
+                byte: n,
+                chars: n,
+                utf16: n,
+            };
+        }
+        let at = self
+            .checkpoints
+            .get(offset / CHECKPOINT)
+            .or(self.checkpoints.last())
+            .filter(|c| c.byte as usize <= offset)
+            .copied()
+            .unwrap_or_default();
+        let between = &self.text[at.byte as usize..offset];
+        Checkpoint {
+            byte: offset as u32,
+            chars: at.chars + between.chars().count() as u32,
+            utf16: at.utf16 + between.encode_utf16().count() as u32,
         }
     }
 
@@ -102,13 +151,36 @@ impl SourceFile {
             Ok(i) => i,
             Err(i) => i - 1,
         };
-        let start = self.line_starts[line] as usize;
-        let prefix = &self.text[start..offset];
+        let start = self.counted(self.line_starts[line] as usize);
+        let here = self.counted(offset);
         LineCol {
             line: line as u32 + 1,
-            column: prefix.chars().count() as u32 + 1,
-            utf16_column: prefix.encode_utf16().count() as u32,
+            column: here.chars - start.chars + 1,
+            utf16_column: here.utf16 - start.utf16,
         }
+    }
+
+    /// The 0-based line of a byte offset (clamped to the text).
+    pub fn line_of(&self, offset: u32) -> usize {
+        match self
+            .line_starts
+            .binary_search(&offset.min(self.text.len() as u32))
+        {
+            Ok(i) => i,
+            Err(i) => i - 1,
+        }
+    }
+
+    /// The byte range of a 0-based line, without its `\n` (empty past the last line).
+    pub fn line_range(&self, line: usize) -> std::ops::Range<usize> {
+        let Some(&start) = self.line_starts.get(line) else {
+            return self.text.len()..self.text.len();
+        };
+        let end = self
+            .line_starts
+            .get(line + 1)
+            .map_or(self.text.len(), |&e| e as usize - 1);
+        start as usize..end
     }
 
     /// Byte offset of a 0-based line and UTF-16 column (LSP positions), clamped.
@@ -137,6 +209,30 @@ impl SourceFile {
     pub fn slice(&self, span: Span) -> &str {
         self.text.get(span.range()).unwrap_or("")
     }
+}
+
+/// The checkpoints of a text that is not all ASCII: entry `i` is at the character boundary
+/// at or before byte `i * CHECKPOINT`.
+fn checkpoints(text: &str) -> Vec<Checkpoint> {
+    let mut out = Vec::with_capacity(text.len() / CHECKPOINT + 1);
+    let mut counted = Checkpoint::default();
+    let mut previous = counted;
+    for (i, c) in text.char_indices() {
+        if out.len() * CHECKPOINT <= i {
+            // Byte `out.len() * CHECKPOINT` is this character's start or inside the previous
+            // one (a character is under 5 bytes, so no checkpoint is skipped).
+            out.push(if out.len() * CHECKPOINT == i {
+                counted
+            } else {
+                previous
+            });
+        }
+        previous = counted;
+        counted.byte = (i + c.len_utf8()) as u32;
+        counted.chars += 1;
+        counted.utf16 += c.len_utf16() as u32;
+    }
+    out
 }
 
 /// All files of one compilation, in a fixed order (the order the runtime gave them: sorted by
@@ -186,5 +282,25 @@ mod tests {
         let lc = f.line_col(x);
         assert_eq!((lc.line, lc.column, lc.utf16_column), (2, 4, 4));
         assert_eq!(f.offset_of_utf16(1, 4), x);
+    }
+
+    /// Columns counted from the checkpoints agree with counting from the line's start, at
+    /// every offset of a text mixing one- to four-byte characters over long lines.
+    #[test]
+    fn checkpointed_columns_match_counting_from_the_line_start() {
+        let unit = "aé€𝄞b\n";
+        let mut text = String::new();
+        for i in 0..300 {
+            text.push_str(&"xé𝄞".repeat(i % 97));
+            text.push_str(unit);
+        }
+        let f = SourceFile::new(FileId(0), "a", text.clone());
+        for offset in (0..=text.len()).filter(|&o| text.is_char_boundary(o)) {
+            let start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+            let prefix = &text[start..offset];
+            let lc = f.line_col(offset as u32);
+            assert_eq!(lc.column, prefix.chars().count() as u32 + 1, "{offset}");
+            assert_eq!(lc.utf16_column, prefix.encode_utf16().count() as u32);
+        }
     }
 }

@@ -10,7 +10,7 @@ fn check(name: &str, text: &str) -> (String, String) {
     sources.add(name, text);
     let out = berth_compiler::check(&sources);
     let terminal = render_terminal(&out.diagnostics, &sources, false);
-    let json = serde_json::to_string_pretty(&to_json_document(&out.diagnostics, &sources))
+    let json = serde_json::to_string_pretty(&to_json_document(&out.diagnostics, &sources, 0))
         .expect("JSON values serialise");
     (terminal, json)
 }

@@ -7,6 +7,7 @@
 
 use crate::commands::{self, check::Emit, fmt::FmtMode};
 use crate::report::{ColorChoice, Environment, Exit, OutputFormat, Ui};
+use berth_compiler::diagnostics::render::DEFAULT_ERROR_LIMIT;
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
 use std::io::{self, Write};
@@ -22,6 +23,9 @@ pub struct Cli {
     /// When to colour output: `auto` colours only a terminal, and not when NO_COLOR is set.
     #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
+    /// Diagnostics shown per file; the rest are counted, not shown (0 shows all).
+    #[arg(long, global = true, value_name = "N", default_value_t = DEFAULT_ERROR_LIMIT)]
+    pub error_limit: usize,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -99,6 +103,7 @@ pub fn run(
         err,
         output: cli.output,
         color: env.use_color(cli.color),
+        error_limit: cli.error_limit,
     };
     // A closed stdout or stderr (`berth check . | head -1`) is an environment problem; there
     // is nowhere left to say so.

@@ -5,7 +5,9 @@
 //! checked in-process, and end with an [`Exit`].
 
 use berth_compiler::diagnostics::Diagnostic;
-use berth_compiler::diagnostics::render::{Summary, render_terminal, to_json_document};
+use berth_compiler::diagnostics::render::{
+    Summary, limit_per_file, render_terminal_limited, to_json_document,
+};
 use berth_compiler::source::SourceMap;
 use clap::builder::styling::{AnsiColor, Style};
 use serde_json::Value;
@@ -83,11 +85,14 @@ pub struct Ui<'a> {
     pub output: OutputFormat,
     /// Colour stderr text.
     pub color: bool,
+    /// Diagnostics shown per file, the rest counted (`--error-limit`; 0: all).
+    pub error_limit: usize,
 }
 
 impl Ui<'_> {
     /// Prints diagnostics: human, rendered on stderr (follow with [`Ui::summary`]); JSON, the
-    /// document of [`to_json_document`] with `extra` fields merged in, on stdout.
+    /// document of [`to_json_document`] with `extra` fields merged in, on stdout. Beyond
+    /// [`Ui::error_limit`] diagnostics in a file, the rest are counted, not shown.
     pub fn diagnostics(
         &mut self,
         diags: &[Diagnostic],
@@ -96,12 +101,21 @@ impl Ui<'_> {
     ) -> io::Result<()> {
         match self.output {
             OutputFormat::Human => {
-                self.err
-                    .write_all(render_terminal(diags, sources, self.color).as_bytes())?;
+                self.err.write_all(
+                    render_terminal_limited(diags, sources, self.color, self.error_limit)
+                        .as_bytes(),
+                )?;
+                if !limit_per_file(diags, self.error_limit).1.is_empty() {
+                    let hint = format!(
+                        "at most {} diagnostics are shown per file; `--error-limit 0` shows all",
+                        self.error_limit
+                    );
+                    self.hint(&hint)?;
+                }
                 Ok(())
             }
             OutputFormat::Json => {
-                let mut doc = to_json_document(diags, sources);
+                let mut doc = to_json_document(diags, sources, self.error_limit);
                 if let Value::Object(map) = &mut doc {
                     map.extend(extra);
                 }
@@ -130,10 +144,15 @@ impl Ui<'_> {
         let error = AnsiColor::Red.on_default().bold();
         writeln!(self.err, "{}: {message}", self.paint("error", error))?;
         if let Some(hint) = hint {
-            let help = AnsiColor::Cyan.on_default().bold();
-            writeln!(self.err, "  {}: {hint}", self.paint("help", help))?;
+            self.hint(&hint)?;
         }
         Ok(())
+    }
+
+    /// `  help: HINT` on stderr.
+    pub fn hint(&mut self, hint: &dyn Display) -> io::Result<()> {
+        let help = AnsiColor::Cyan.on_default().bold();
+        writeln!(self.err, "  {}: {hint}", self.paint("help", help))
     }
 
     fn paint(&self, text: &str, style: Style) -> String {
@@ -148,6 +167,7 @@ impl Ui<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use berth_compiler::diagnostics::render::DEFAULT_ERROR_LIMIT;
 
     #[test]
     fn colour_follows_terminal_no_color_and_flag() {
@@ -179,6 +199,7 @@ mod tests {
                 err: &mut err,
                 output: OutputFormat::Human,
                 color,
+                error_limit: DEFAULT_ERROR_LIMIT,
             };
             ui.problem(&"`x` does not exist", Some("check the path"))
                 .expect("write to a Vec");

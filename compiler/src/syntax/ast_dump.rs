@@ -21,11 +21,43 @@ pub fn dump(ast: &SourceFileAst) -> String {
     d.out
 }
 
+/// The dump without its spans, and doc lines without trailing spaces or tabs: what
+/// formatting a file must keep (it moves every span and trims doc comments).
+pub fn dump_without_spans(ast: &SourceFileAst) -> String {
+    dump(ast)
+        .lines()
+        .map(without_spans)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The inline dump of one expression.
 pub fn dump_expr(expr: &Expr) -> String {
     let mut d = Dumper { out: String::new() };
     d.expr(expr);
     d.out
+}
+
+/// One dump line without its `@start..end` spans; a doc line (`///"text"`) without trailing
+/// spaces or tabs in its text.
+fn without_spans(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some((before, after)) = rest.split_once('@') {
+        out.push_str(before);
+        rest = after.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
+    }
+    out.push_str(rest);
+    let (indent, body) = out.split_at(out.len() - out.trim_start().len());
+    match body.strip_prefix("///\"").and_then(|d| d.strip_suffix('"')) {
+        Some(mut doc) => {
+            while let Some(shorter) = doc.strip_suffix(' ').or_else(|| doc.strip_suffix("\\t")) {
+                doc = shorter;
+            }
+            format!("{indent}///\"{doc}\"")
+        }
+        None => out,
+    }
 }
 
 fn at(span: Span) -> String {

@@ -63,9 +63,15 @@ pub fn spec(lines: usize) -> String {
 /// (with their names and random choices) continue from one file to the next, so the files
 /// form one valid spec. `spec_files(n, 1)` is `[spec(n)]`.
 pub fn spec_files(lines: usize, files: usize) -> Vec<String> {
+    spec_files_seeded(lines, files, 0x5EED_BE27)
+}
+
+/// [`spec_files`] with other random choices: each `seed` gives another valid spec (property
+/// tests draw it).
+pub fn spec_files_seeded(lines: usize, files: usize, seed: u64) -> Vec<String> {
     let files = files.max(1);
     let per_file = lines.div_ceil(files);
-    let mut mix = Mix(SplitMix64(0x5EED_BE27));
+    let mut mix = Mix(SplitMix64(seed));
     let mut round = 0usize;
     (0..files)
         .map(|_| {

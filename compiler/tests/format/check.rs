@@ -2,7 +2,7 @@
 
 use berth_compiler::source::FileId;
 use berth_compiler::syntax::ast::{ItemKind, SourceFileAst};
-use berth_compiler::syntax::ast_dump::dump;
+use berth_compiler::syntax::ast_dump::dump_without_spans;
 use berth_compiler::syntax::format::format_file;
 use berth_compiler::syntax::{lex, parse_file};
 use std::path::{Path, PathBuf};
@@ -53,41 +53,7 @@ fn shape(ast: &SourceFileAst) -> String {
     let mut ast = ast.clone();
     ast.items
         .sort_by_key(|item| !matches!(item.kind, ItemKind::Use(_)));
-    dump(&ast)
-        .lines()
-        .map(normalize)
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// One dump line without its `@start..end` spans; a doc line (`///"text"`) without trailing
-/// spaces or tabs in its text.
-fn normalize(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut rest = line;
-    while let Some(at) = rest.find('@') {
-        out.push_str(&rest[..at]);
-        let after = &rest[at + 1..];
-        let span_len = after
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(after.len());
-        rest = &after[span_len..];
-    }
-    out.push_str(rest);
-    let indent = out.len() - out.trim_start().len();
-    match out
-        .trim_start()
-        .strip_prefix("///\"")
-        .and_then(|d| d.strip_suffix('"'))
-    {
-        Some(mut doc) => {
-            while let Some(shorter) = doc.strip_suffix(' ').or_else(|| doc.strip_suffix("\\t")) {
-                doc = shorter;
-            }
-            format!("{}///\"{doc}\"", &out[..indent])
-        }
-        None => out,
-    }
+    dump_without_spans(&ast)
 }
 
 /// Texts of the comments, trailing whitespace of each line removed (the formatter trims it).

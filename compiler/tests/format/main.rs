@@ -87,3 +87,31 @@ fn long_and_chains_break_before_each_operator() {
         .count();
     assert_eq!(operator_lines, 99, "{formatted}");
 }
+
+/// A list of 150,000 elements (which `berth check` accepts) formats without overflowing the
+/// stack: the layout document is a balanced tree, not a chain as deep as the list is long.
+/// The test thread's stack (2 MiB) is smaller than the main thread's.
+#[test]
+fn a_list_of_150_000_elements_formats() {
+    let n = 150_000;
+    let source = format!("const l = [{}]\n", vec!["1"; n].join(", "));
+    let formatted = format_file(&source).expect("the list formats");
+    assert_eq!(formatted.lines().count(), n + 2);
+    assert_eq!(format_file(&formatted).as_deref(), Ok(formatted.as_str()));
+}
+
+/// Consecutive `const` items format in time linear in their number: each item used to
+/// measure the blank lines above it from the start of the file (50,000 items took a minute).
+#[test]
+fn many_consecutive_consts_format() {
+    let n = 50_000;
+    let source: String = (0..n).map(|i| format!("const c{i} = {i}\n")).collect();
+    let formatted = format_file(&source).expect("the consts format");
+    assert_eq!(formatted, source);
+    // With a blank line and a comment between each two, kept as they are.
+    let spaced: String = (0..n / 10)
+        .map(|i| format!("// c{i}\nconst c{i} = {i}\n\n"))
+        .collect();
+    let formatted = format_file(&spaced).expect("the consts format");
+    assert_eq!(formatted.trim_end(), spaced.trim_end());
+}

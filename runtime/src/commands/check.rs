@@ -59,6 +59,7 @@ fn check_emit_ir(
         err: &mut *ui.err,
         output: OutputFormat::Human,
         color: ui.color,
+        error_limit: ui.error_limit,
     };
     human.diagnostics(
         &compiled.diagnostics,

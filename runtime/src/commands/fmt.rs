@@ -190,6 +190,7 @@ mod tests {
             err: &mut err,
             output: OutputFormat::Human,
             color: false,
+            error_limit: berth_compiler::diagnostics::render::DEFAULT_ERROR_LIMIT,
         };
         let exit = run(&loaded, mode, trim_lines, &mut ui).expect("writes to Vecs");
         let text = |v: Vec<u8>| String::from_utf8(v).expect("UTF-8");

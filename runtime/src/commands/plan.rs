@@ -7,7 +7,7 @@
 use super::{spec, table};
 use crate::files::output;
 use crate::report::{Exit, OutputFormat, Ui};
-use berth_compiler::diagnostics::render::render_terminal;
+use berth_compiler::diagnostics::render::render_terminal_limited;
 use berth_compiler::plan::Plan;
 use std::io;
 use std::path::PathBuf;
@@ -36,8 +36,9 @@ pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         };
     // Warnings go to stderr in both modes: stdout holds the plan alone.
     if !planned.warnings.is_empty() {
-        ui.err
-            .write_all(render_terminal(&planned.warnings, &spec.shown, ui.color).as_bytes())?;
+        let text =
+            render_terminal_limited(&planned.warnings, &spec.shown, ui.color, ui.error_limit);
+        ui.err.write_all(text.as_bytes())?;
     }
     let plan = &planned.plan;
     let json = plan_json(plan);

@@ -201,6 +201,7 @@ mod tests {
             err: &mut err,
             output: OutputFormat::Human,
             color: false,
+            error_limit: berth_compiler::diagnostics::render::DEFAULT_ERROR_LIMIT,
         };
         print_violations(&violations, &sources, serde_json::Map::new(), &mut ui).expect("print");
         let text = String::from_utf8(err).expect("UTF-8");

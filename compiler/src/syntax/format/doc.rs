@@ -37,8 +37,24 @@ pub(super) fn softline<'a>() -> Doc<'a> {
     ALLOC.line_()
 }
 
+/// The documents one after the other, as a balanced tree: `pretty`'s own `concat` chains
+/// them one level deeper each, and dropping a chain of a hundred thousand list elements
+/// (each `Rc` drop recursing into the next) overflows the stack. Balanced, the depth is the
+/// logarithm of the count; the layout is the same (appending is associative).
 pub(super) fn concat<'a>(docs: impl IntoIterator<Item = Doc<'a>>) -> Doc<'a> {
-    ALLOC.concat(docs)
+    let mut level: Vec<Doc<'a>> = docs.into_iter().collect();
+    while level.len() > 1 {
+        let mut next = Vec::with_capacity(level.len().div_ceil(2));
+        let mut docs = level.into_iter();
+        while let Some(a) = docs.next() {
+            next.push(match docs.next() {
+                Some(b) => a.append(b),
+                None => a,
+            });
+        }
+        level = next;
+    }
+    level.pop().unwrap_or_else(nil)
 }
 
 /// Text only when the enclosing group is broken over lines (a trailing comma).

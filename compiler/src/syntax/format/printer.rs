@@ -216,7 +216,9 @@ impl<'a> Printer<'a> {
         self.trivia.set_range(p.comments.clone());
         let mut lines = Lines::new();
         let start = self.trivia.real_start(p.item.span);
-        let mut prev_end = 0;
+        // Where the gap before the first line starts: its blank line is ignored anyway, and
+        // measuring from the start of the file would make each item cost the file's length.
+        let mut prev_end = p.start;
         self.leading(&mut lines, start, &mut prev_end);
         let blank = self.trivia.blank_line_between(prev_end, start);
         let doc = self.item(p.item);
@@ -518,7 +520,7 @@ impl<'a> Printer<'a> {
     /// The opening delimiter of a broken sequence, with the comments that follow it on its
     /// source line (`model m { // why`). Returns the doc and where the last comment ends.
     fn after_open(&mut self, open: &'static str, first_element: u32) -> (Doc<'a>, u32) {
-        let mut doc = text(open);
+        let mut doc = vec![text(open)];
         let mut end = None;
         while let Some(c) = self.trivia.peek_before(first_element) {
             let trails = match end {
@@ -529,13 +531,15 @@ impl<'a> Printer<'a> {
                 break;
             }
             self.trivia.take_before(first_element);
-            doc = doc.append(" ").append(text(self.trivia.comment_text(c)));
+            doc.extend([text(" "), text(self.trivia.comment_text(c))]);
             end = Some(c.span.end);
             if c.kind != CommentKind::Block {
                 break;
             }
         }
-        (doc, end.unwrap_or(0))
+        // Without trailing comments the gap starts at the first element: nothing above it is
+        // printed, and measuring from further back would cost the text before the sequence.
+        (concat(doc), end.unwrap_or(first_element))
     }
 
     /// Comments before `before`, each on its own line; a blank line above one is kept.
@@ -549,7 +553,8 @@ impl<'a> Printer<'a> {
 
     /// Appends to `doc` the comments on the same source line after `end` (before `close`).
     /// Returns the doc and where the last of them ends.
-    fn trailing(&mut self, mut doc: Doc<'a>, end: u32, close: u32) -> (Doc<'a>, u32) {
+    fn trailing(&mut self, doc: Doc<'a>, end: u32, close: u32) -> (Doc<'a>, u32) {
+        let mut doc = vec![doc];
         let mut end = end;
         while let Some(c) = self.trivia.peek_before(close) {
             // A comment inside the node that its printer did not place also trails it.
@@ -557,20 +562,20 @@ impl<'a> Printer<'a> {
                 break;
             }
             self.trivia.take_before(close);
-            doc = doc.append(" ").append(text(self.trivia.comment_text(c)));
+            doc.extend([text(" "), text(self.trivia.comment_text(c))]);
             end = end.max(c.span.end);
             if c.kind != CommentKind::Block {
                 // A line comment runs to the end of the line: nothing may follow it there.
                 break;
             }
         }
-        (doc, end)
+        (concat(doc), end)
     }
 
     /// Comments before `before` in the middle of a line: block comments stay inline, a line
     /// comment ends the line.
     pub(super) fn inline_comments(&mut self, before: u32) -> Doc<'a> {
-        let mut doc = nil();
+        let mut doc = Vec::new();
         while let Some(c) = self.trivia.take_before(before) {
             let body = self.trivia.comment_text(c);
             let after = if c.kind == CommentKind::Block && !body.contains('\n') {
@@ -578,9 +583,9 @@ impl<'a> Printer<'a> {
             } else {
                 hardline()
             };
-            doc = doc.append(text(body)).append(after);
+            doc.extend([text(body), after]);
         }
-        doc
+        concat(doc)
     }
 
     /// Comments before `before` right after a token: a space first, then as
