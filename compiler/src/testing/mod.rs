@@ -2,6 +2,7 @@
 //! and examples turn it on through the crate's dev-dependency on itself; the shipped binary
 //! never builds it). Nothing in the pipeline calls into here.
 //!
+//! - [`fuzz`]: the properties the fuzz targets check, shared with the corpus replay test.
 //! - [`ir`]: IRs built in code ([`ir::IrBuilder`]) and generated estates of any size
 //!   ([`ir::estate`]).
 //! - [`specs`]: generated `.berth` specifications of any size, for benchmarks and stress tests.
@@ -12,6 +13,7 @@
 //! platform. This is test support, not compiler input: a mistake in a test panics, saying
 //! which.
 
+pub mod fuzz;
 pub mod ir;
 pub mod planted;
 pub mod specs;

@@ -7,24 +7,48 @@ use std::fmt::Write;
 
 use crate::splitmix::SplitMix64;
 
-/// The generator's random choices, drawn from [`SplitMix64`].
-struct Mix(SplitMix64);
+/// The generator's random choices: drawn from [`SplitMix64`], or read from bytes a fuzzer
+/// chose (structure-aware fuzzing: every byte is a decision, so mutating bytes mutates the
+/// spec's structure and values while it stays a spec).
+enum Mix<'a> {
+    Seeded(SplitMix64),
+    Chosen(&'a [u8]),
+}
 
-impl Mix {
+impl Mix<'_> {
     fn next(&mut self) -> u64 {
-        self.0.next()
+        match self {
+            Mix::Seeded(sequence) => sequence.next(),
+            // Eight bytes per choice, zeros once the bytes run out.
+            Mix::Chosen(bytes) => {
+                let (head, rest) = bytes.split_at(bytes.len().min(8));
+                let mut word = [0u8; 8];
+                word[..head.len()].copy_from_slice(head);
+                *bytes = rest;
+                u64::from_le_bytes(word)
+            }
+        }
+    }
+
+    /// Whether round `n` adds a policy: every tenth round when seeded, the bytes' choice
+    /// otherwise (policies are where most of the checker's and the planner's rules live).
+    fn policy_in_round(&mut self, n: usize) -> bool {
+        match self {
+            Mix::Seeded(_) => n.is_multiple_of(10),
+            Mix::Chosen(_) => self.next() & 1 == 1,
+        }
     }
 
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
 
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+    fn pick<'s>(&mut self, items: &[&'s str]) -> &'s str {
         items[self.below(items.len() as u64) as usize]
     }
 
     /// Two different items (lists in a spec may not repeat an element).
-    fn pick_two<'a>(&mut self, items: &[&'a str]) -> (&'a str, &'a str) {
+    fn pick_two<'s>(&mut self, items: &[&'s str]) -> (&'s str, &'s str) {
         let first = self.below(items.len() as u64) as usize;
         let second = (first + 1 + self.below(items.len() as u64 - 1) as usize) % items.len();
         (items[first], items[second])
@@ -71,7 +95,7 @@ pub fn spec_files(lines: usize, files: usize) -> Vec<String> {
 pub fn spec_files_seeded(lines: usize, files: usize, seed: u64) -> Vec<String> {
     let files = files.max(1);
     let per_file = lines.div_ceil(files);
-    let mut mix = Mix(SplitMix64(seed));
+    let mut mix = Mix::Seeded(SplitMix64(seed));
     let mut round = 0usize;
     (0..files)
         .map(|_| {
@@ -87,6 +111,20 @@ pub fn spec_files_seeded(lines: usize, files: usize, seed: u64) -> Vec<String> {
             out
         })
         .collect()
+}
+
+/// A specification of two to eight rounds whose every choice (the number of rounds, names
+/// picked, numbers, which rounds add a policy) is read from `choices`: the input of the
+/// structure-aware fuzz target. Any bytes give a spec the generator meant to be valid.
+pub fn spec_from_choices(choices: &[u8]) -> String {
+    let mut mix = Mix::Chosen(choices);
+    // Two at least: the first round's placement names the second round's target.
+    let rounds = 2 + mix.below(7) as usize;
+    let mut out = String::from(HEADER);
+    for round in 0..rounds {
+        emit_round(&mut out, &mut mix, round);
+    }
+    out
 }
 
 /// Typical mistakes, as replacements in the text of the valid spec (each one many times).
@@ -117,7 +155,7 @@ fn newlines(text: &str) -> usize {
     text.bytes().filter(|&b| b == b'\n').count()
 }
 
-fn emit_round(out: &mut String, mix: &mut Mix, round: usize) {
+fn emit_round(out: &mut String, mix: &mut Mix<'_>, round: usize) {
     let n = round;
     let (acc, acc2) = mix.pick_two(ACCELERATORS);
     let _ = write!(
@@ -229,7 +267,7 @@ fn emit_round(out: &mut String, mix: &mut Mix, round: usize) {
         if n == 0 { 1 } else { n / 2 },
         1 + mix.below(3),
     );
-    if n.is_multiple_of(10) {
+    if mix.policy_in_round(n) {
         let _ = write!(
             out,
             "policy governance_{n} {{\n\
@@ -272,5 +310,18 @@ mod tests {
         let total: usize = files.iter().map(|f| f.lines().count()).sum();
         assert!((2_000..2_400).contains(&total), "{total} lines");
         assert!(files[1].contains("model model_") && !files[1].contains("model model_0 "));
+    }
+
+    #[test]
+    fn chosen_specs_are_valid_specs() {
+        let mut sequence = SplitMix64(7);
+        let random: Vec<u8> = (0..4_000).map(|_| sequence.next() as u8).collect();
+        for choices in [&[][..], &[0xff; 600][..], &random[..], &random[1..1_000]] {
+            let mut sources = crate::source::SourceMap::new();
+            sources.add("chosen.berth", spec_from_choices(choices));
+            let checked = crate::driver::check(&sources);
+            let errors: Vec<_> = checked.diagnostics.iter().map(|d| &d.message).collect();
+            assert!(!checked.has_errors(), "{errors:?}");
+        }
     }
 }
