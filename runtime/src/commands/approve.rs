@@ -1,9 +1,8 @@
 //! `berth approve PLAN --by NAME`: records an approval of a saved plan's placements that
 //! await one, in `PLAN.approval.json`, bound to the plan's id (void for any other plan).
 
-use super::input::{APPROVAL_FORMAT, ApprovalRecord, InputProblem, approval_path, input_problem};
+use super::input::{APPROVAL_FORMAT, ApprovalRecord, approval_path, input_problem, read_plan};
 use crate::report::{Exit, Ui};
-use berth_compiler::plan::Plan;
 use std::io;
 use std::path::PathBuf;
 
@@ -19,20 +18,9 @@ pub struct ApproveArgs {
 
 /// `berth approve PLAN --by NAME`: writes `PLAN.approval.json`, bound to the plan's id.
 pub fn run(args: &ApproveArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
-    let plan: Plan = match std::fs::read_to_string(&args.plan)
-        .map_err(|e| e.to_string())
-        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-    {
+    let plan = match read_plan(&args.plan) {
         Ok(plan) => plan,
-        Err(error) => {
-            return input_problem(
-                &InputProblem::ReadPlan {
-                    path: args.plan.clone(),
-                    error,
-                },
-                ui,
-            );
-        }
+        Err(problem) => return input_problem(&problem, ui),
     };
     let mut workloads = Vec::new();
     for w in &plan.workloads {

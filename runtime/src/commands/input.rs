@@ -7,7 +7,7 @@ use crate::files::{self, FsReader};
 use crate::report::{Exit, OutputFormat, Ui};
 use berth_compiler::driver;
 use berth_compiler::ir::Ir;
-use berth_compiler::plan::Plan;
+use berth_compiler::plan::{self, Plan};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io;
@@ -32,12 +32,21 @@ pub struct PlanInput {
     pub path: Option<PathBuf>,
 }
 
-/// Why there is no plan to work with (exit 2: nothing was checked).
+/// Why there is no plan to work with (exit 2: nothing was checked; 1 for a file that is
+/// not a plan).
 #[derive(Debug)]
 pub enum InputProblem {
     Load(Vec<files::LoadError>),
     NotOneSpec(usize),
-    ReadPlan { path: PathBuf, error: String },
+    ReadPlan {
+        path: PathBuf,
+        error: String,
+    },
+    /// The file is not a plan this berth reads (exit 1: bad input, not the environment).
+    BadPlan {
+        path: PathBuf,
+        error: plan::PlanReadError,
+    },
     NeedsSpec(PathBuf),
 }
 
@@ -128,14 +137,7 @@ pub fn load_input(args: &PlanInputArgs) -> Result<Result<PlanInput, Refusal>, In
     if !is_plan_file {
         return plan_spec(&args.input);
     }
-    let text = std::fs::read_to_string(&args.input).map_err(|e| InputProblem::ReadPlan {
-        path: args.input.clone(),
-        error: e.to_string(),
-    })?;
-    let plan: Plan = serde_json::from_str(&text).map_err(|e| InputProblem::ReadPlan {
-        path: args.input.clone(),
-        error: e.to_string(),
-    })?;
+    let plan = read_plan(&args.input)?;
     let Some(spec) = &args.spec else {
         return Err(InputProblem::NeedsSpec(args.input.clone()));
     };
@@ -169,6 +171,18 @@ pub fn load_input(args: &PlanInputArgs) -> Result<Result<PlanInput, Refusal>, In
         plan,
         path: Some(args.input.clone()),
     }))
+}
+
+/// Reads a saved plan strictly ([`plan::from_json`]: unknown fields are refused).
+pub fn read_plan(path: &Path) -> Result<Plan, InputProblem> {
+    let text = std::fs::read_to_string(path).map_err(|e| InputProblem::ReadPlan {
+        path: path.to_path_buf(),
+        error: e.to_string(),
+    })?;
+    plan::from_json(&text).map_err(|error| InputProblem::BadPlan {
+        path: path.to_path_buf(),
+        error,
+    })
 }
 
 /// The one spec at `path`, its files named relative to it (what `berth plan` digests).
@@ -241,6 +255,19 @@ pub(super) fn input_problem(problem: &InputProblem, ui: &mut Ui<'_>) -> io::Resu
             &format_args!("cannot read the plan `{}`: {error}", path.display()),
             Some("a plan is the JSON `berth plan -o FILE` writes"),
         )?,
+        InputProblem::BadPlan { path, error } => {
+            match error.position() {
+                Some((line, column)) => ui.problem(
+                    &format_args!("`{}`:{line}:{column}: {error}", path.display()),
+                    Some(error.hint()),
+                )?,
+                None => ui.problem(
+                    &format_args!("`{}` is {error}", path.display()),
+                    Some(error.hint()),
+                )?,
+            }
+            return Ok(Exit::ErrorsFound);
+        }
         InputProblem::NeedsSpec(path) => ui.problem(
             &format_args!("the saved plan `{}` needs its spec", path.display()),
             Some("add `--spec DIR`: its digest is checked against the plan's"),
