@@ -443,6 +443,79 @@ fn verify_refuses_an_edited_verification_summary() {
     }
 }
 
+/// `berth apply plan.json --spec spec` with no cluster reachable (a kubeconfig that does not
+/// exist): what matters is whether the refusals before any cluster let it through.
+fn apply_saved(dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(["apply", "plan.json", "--spec", "spec"])
+        .current_dir(dir)
+        .env("KUBECONFIG", dir.join("no-such-kubeconfig"))
+        .output()
+        .expect("the berth binary runs")
+}
+
+#[test]
+fn only_an_approver_the_policy_names_may_approve() {
+    // `ranker_training` exceeds policy `platform`'s approval threshold, whose only approver
+    // is `ml-platform-leads`.
+    let (dir, plan) = saved_plan();
+    let waiting = &plan["workloads"][1];
+    assert_eq!(waiting["workload"], "ranker_training");
+    assert_eq!(
+        waiting["approval"]["approvers"],
+        serde_json::json!(["ml-platform-leads"])
+    );
+    let refused =
+        "`mallory` may not approve `ranker_training`: policy `platform` names `ml-platform-leads`";
+
+    // `berth approve` refuses to write the approval.
+    let out = berth(dir.path(), &["approve", "plan.json", "--by", "mallory"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains(refused), "{}", stderr(&out));
+    assert!(!dir.path().join("plan.approval.json").exists());
+
+    // An approval file written by hand for the right plan and workload, by someone else:
+    // `apply` refuses it, before any cluster.
+    let record = serde_json::json!({
+        "format": "berth.approval/v1",
+        "plan_id": plan["plan_id"],
+        "approved_by": "mallory",
+        "approved_at": "2025-06-04T08:00:00Z",
+        "workloads": ["ranker_training"],
+    });
+    fs::write(dir.path().join("plan.approval.json"), record.to_string()).expect("write");
+    let out = apply_saved(dir.path());
+    let err = stderr(&out);
+    assert_eq!(code(&out), 1, "{err}");
+    assert!(err.contains(refused), "{err}");
+    assert!(
+        err.contains("help: only an approver the policy names may approve"),
+        "{err}"
+    );
+
+    // An approval file that is not one is reported, not taken for "not approved".
+    fs::write(dir.path().join("plan.approval.json"), "{\"format\": ").expect("write");
+    let out = apply_saved(dir.path());
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot read the approval `plan.approval.json`"),
+        "{}",
+        stderr(&out)
+    );
+
+    // The named approver's approval passes the refusals; this apply then stops at the
+    // missing kubeconfig, not at the approval.
+    fs::remove_file(dir.path().join("plan.approval.json")).expect("remove");
+    let out = berth(
+        dir.path(),
+        &["approve", "plan.json", "--by", "ml-platform-leads"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = apply_saved(dir.path());
+    let err = stderr(&out);
+    assert!(!err.contains("approv"), "{err}");
+}
+
 #[test]
 fn verify_reports_a_spec_changed_since_planning() {
     let dir = copy_example("three-plants", unchanged);
