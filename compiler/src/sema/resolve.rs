@@ -472,18 +472,40 @@ pub fn skeleton(name: &str) -> impl Iterator<Item = char> + '_ {
     let mut chars = name.chars().peekable();
     std::iter::from_fn(move || {
         let c = chars.next()?;
-        let pair = |second: char, chars: &mut std::iter::Peekable<std::str::Chars<'_>>| {
-            chars.next_if_eq(&second).is_some()
-        };
         Some(match c {
-            'r' if pair('n', &mut chars) => 'm',
-            'v' if pair('v', &mut chars) => 'w',
-            '0' | 'O' | 'o' => 'o',
-            '1' | 'l' | 'I' => 'l',
-            '5' | 'S' | 's' => 's',
-            '8' | 'B' | 'b' => 'b',
-            '2' | 'Z' | 'z' => 'z',
+            'r' if chars.next_if_eq(&'n').is_some() => 'm',
+            'v' if chars.next_if_eq(&'v').is_some() => 'w',
+            c if c.is_ascii() => char::from(skeleton_byte(c as u8)),
             c => c.to_lowercase().next().unwrap_or(c),
+        })
+    })
+}
+
+/// The skeleton of one ASCII character, outside the pairs `rn` and `vv`.
+fn skeleton_byte(b: u8) -> u8 {
+    match b {
+        b'0' | b'O' | b'o' => b'o',
+        b'1' | b'l' | b'I' => b'l',
+        b'5' | b'S' | b's' => b's',
+        b'8' | b'B' | b'b' => b'b',
+        b'2' | b'Z' | b'z' => b'z',
+        b => b.to_ascii_lowercase(),
+    }
+}
+
+/// The [`skeleton`] of an ASCII name, byte by byte, without allocating.
+fn skeleton_bytes(name: &[u8]) -> impl Iterator<Item = u8> + '_ {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        let b = *name.get(i)?;
+        let next = name.get(i + 1).copied();
+        i += 1;
+        Some(match (b, next) {
+            (b'r', Some(b'n')) | (b'v', Some(b'v')) => {
+                i += 1;
+                if b == b'r' { b'm' } else { b'w' }
+            }
+            _ => skeleton_byte(b),
         })
     })
 }
@@ -499,17 +521,16 @@ fn ascii_counts(chars: impl Iterator<Item = char>) -> Option<[u8; 128]> {
     Some(counts)
 }
 
-/// The bag distance of `candidate` from a name counted in `letters`: the larger of the
-/// characters one has and the other lacks, as multisets. Every edit changes each side by at
-/// most one (a transposition by none), so it bounds the edit distance from below.
-fn bag_distance(letters: &[u8; 128], len: usize, candidate: impl Iterator<Item = char>) -> usize {
+/// The bag distance of an ASCII `candidate` from a name counted in `letters`: the larger of
+/// the characters one has and the other lacks, as multisets. Every edit changes each side by
+/// at most one (a transposition by none), so it bounds the edit distance from below.
+fn bag_distance(letters: &[u8; 128], len: usize, candidate: impl Iterator<Item = u8>) -> usize {
     let mut unmatched = *letters;
     let (mut common, mut other) = (0, 0);
-    for c in candidate {
+    for b in candidate {
         other += 1;
-        if let Some(count) = unmatched.get_mut(c as usize)
-            && *count > 0
-        {
+        let count = &mut unmatched[usize::from(b & 0x7f)];
+        if *count > 0 {
             *count -= 1;
             common += 1;
         }
@@ -537,27 +558,46 @@ impl<'n> Typo<'n> {
         self.lower_bound(candidate) <= self.limit
     }
 
-    /// A lower bound of the distance [`Typo::distance`] gives `candidate`. For ASCII names, 0
-    /// for a case-only difference, else the smaller of the bag distances of the names and of
-    /// their skeletons, in [`EDIT`]s. 0 (no bound) otherwise.
+    /// A lower bound of the distance [`Typo::distance`] gives `candidate`: 0 for a case-only
+    /// difference, else the smaller of [`Typo::bounds`]; 0 (no bound) where there is none.
     fn lower_bound(&self, candidate: &str) -> usize {
-        let Some((letters, skeleton)) = &self.letters else {
-            return 0;
-        };
-        if !candidate.is_ascii() || candidate.eq_ignore_ascii_case(self.name) {
+        if candidate.eq_ignore_ascii_case(self.name) {
             return 0;
         }
-        let plain = bag_distance(letters, self.name.len(), candidate.chars());
-        let alike = bag_distance(skeleton, self.skeleton.len(), self::skeleton(candidate));
-        EDIT * plain.min(alike)
+        self.bounds(candidate)
+            .map_or(0, |(plain, alike)| plain.min(alike))
     }
 
-    /// How far `candidate` is from the name (see [`Typo`]).
+    /// Lower bounds of the two terms of [`Typo::distance`] for ASCII names: the bag distance
+    /// of the names in [`EDIT`]s, and that of their skeletons plus [`LOOK_ALIKE`]. `None`
+    /// where either name is not ASCII.
+    fn bounds(&self, candidate: &str) -> Option<(usize, usize)> {
+        let (letters, skeleton) = self.letters.as_ref()?;
+        if !candidate.is_ascii() {
+            return None;
+        }
+        let bytes = candidate.as_bytes();
+        let plain = bag_distance(letters, self.name.len(), bytes.iter().copied());
+        let alike = bag_distance(skeleton, self.skeleton.len(), skeleton_bytes(bytes));
+        Some((EDIT * plain, EDIT * alike + LOOK_ALIKE))
+    }
+
+    /// How far `candidate` is from the name (see [`Typo`]): exact when within the limit,
+    /// above the limit otherwise. A term whose bound is already past the limit, or cannot
+    /// beat the other, is not computed.
     pub fn distance(&self, candidate: &str) -> usize {
         if candidate.to_lowercase() == self.lower {
             return 0;
         }
-        let plain = EDIT * strsim::damerau_levenshtein(self.name, candidate);
+        let (plain_bound, alike_bound) = self.bounds(candidate).unwrap_or((0, 0));
+        let plain = if plain_bound <= self.limit {
+            EDIT * strsim::damerau_levenshtein(self.name, candidate)
+        } else {
+            self.limit + 1
+        };
+        if alike_bound > self.limit || alike_bound >= plain {
+            return plain;
+        }
         let skeleton: String = skeleton(candidate).collect();
         let alike = EDIT * strsim::damerau_levenshtein(&self.skeleton, &skeleton) + LOOK_ALIKE;
         plain.min(alike)
@@ -623,14 +663,24 @@ mod tests {
         name: &str,
         candidates: impl Iterator<Item = &'c str>,
     ) -> Option<String> {
-        let typo = super::Typo::new(name);
-        let limit = super::EDIT * (name.chars().count() / 3).max(1);
+        use super::{EDIT, LOOK_ALIKE, skeleton};
+        let lower = name.to_lowercase();
+        let name_skeleton: String = skeleton(name).collect();
+        let limit = EDIT * (name.chars().count() / 3).max(1);
         let mut best: Option<(usize, &str)> = None;
         for c in candidates {
             if c == name {
                 continue;
             }
-            let d = typo.distance(c);
+            let d = if c.to_lowercase() == lower {
+                0
+            } else {
+                let c_skeleton: String = skeleton(c).collect();
+                let plain = EDIT * strsim::damerau_levenshtein(name, c);
+                let alike =
+                    EDIT * strsim::damerau_levenshtein(&name_skeleton, &c_skeleton) + LOOK_ALIKE;
+                plain.min(alike)
+            };
             if d > limit {
                 continue;
             }
