@@ -308,6 +308,214 @@ fn verify_rejects_a_hand_edited_over_committed_pool() {
     assert!(codes.contains(&"E0615"), "{codes:?}");
 }
 
+/// A saved plan of `training-and-inference`, at `DIR/plan.json`, and the JSON to edit.
+fn saved_plan() -> (tempfile::TempDir, serde_json::Value) {
+    let dir = copy_example("training-and-inference", unchanged);
+    let out = berth(dir.path(), &["plan", "spec", "-o", "plan.json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let plan = plan_json(dir.path());
+    (dir, plan)
+}
+
+/// `plan` with `value` set at the JSON pointer `at` (an object's new field or an existing
+/// value), written to `DIR/edited.json`; `berth verify` on it.
+fn verify_edited(
+    dir: &Path,
+    plan: &serde_json::Value,
+    at: &str,
+    value: serde_json::Value,
+) -> Output {
+    let mut plan = plan.clone();
+    let (parent, key) = at.rsplit_once('/').expect("a pointer");
+    let object = plan
+        .pointer_mut(parent)
+        .and_then(|v| v.as_object_mut())
+        .unwrap_or_else(|| panic!("`{parent}` is an object of the plan"));
+    object.insert(key.to_owned(), value);
+    let text = serde_json::to_string_pretty(&plan).expect("JSON");
+    fs::write(dir.join("edited.json"), text).expect("write");
+    berth(dir, &["verify", "edited.json", "--spec", "spec"])
+}
+
+#[test]
+fn verify_refuses_fields_the_plan_format_does_not_have() {
+    let (dir, plan) = saved_plan();
+    // (where the field is added, what the error says)
+    let cases = [
+        ("/note", "unknown field `note` at the top level"),
+        (
+            "/workloads/0/rejected/0/note",
+            "unknown field `note` in `workloads[0].rejected[0]`",
+        ),
+        (
+            "/workloads/2/placements/0/variant/signed_by",
+            "unknown field `signed_by` in `workloads[2].placements[0].variant`",
+        ),
+        (
+            "/verification/reviewer",
+            "unknown field `reviewer` in `verification`",
+        ),
+    ];
+    for (at, expected) in cases {
+        let out = verify_edited(dir.path(), &plan, at, "looks fine".into());
+        let err = stderr(&out);
+        assert_eq!(code(&out), 1, "{at}: {err}");
+        assert!(
+            err.contains("`edited.json`:"),
+            "{at}: the line and column: {err}"
+        );
+        assert!(err.contains(expected), "{at}: {err}");
+        assert!(
+            err.contains("help: a plan holds only the fields of its format"),
+            "{at}: {err}"
+        );
+    }
+    // The line is the field's own.
+    let out = verify_edited(dir.path(), &plan, "/note", "x".into());
+    let text = fs::read_to_string(dir.path().join("edited.json")).expect("edited");
+    let line = 1 + text
+        .lines()
+        .position(|l| l.trim_start().starts_with("\"note\""))
+        .expect("the field is written");
+    let at = format!("`edited.json`:{line}:");
+    assert!(stderr(&out).contains(&at), "{at}: {}", stderr(&out));
+    // `apply` (and every command that takes a saved plan) reads it the same way, before
+    // any cluster is asked anything.
+    let out = berth(dir.path(), &["apply", "edited.json", "--spec", "spec"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unknown field `note` at the top level"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn verify_catches_an_edited_reason_message_or_score_under_the_old_id() {
+    let (dir, plan) = saved_plan();
+    let cases: [(&str, serde_json::Value); 5] = [
+        ("/workloads/0/rejected/0/reason", "capacity".into()),
+        (
+            "/workloads/0/rejected/0/message",
+            "rejected for a better reason".into(),
+        ),
+        ("/workloads/0/placements/0/score/0/value", 1.into()),
+        ("/workloads/2/rejected/0/others", 0.into()),
+        ("/workloads/0/placements/0/cost_per_day", 1.into()),
+    ];
+    for (at, value) in cases {
+        let out = verify_edited(dir.path(), &plan, at, value);
+        let err = stderr(&out);
+        if at.ends_with("others") {
+            // `others: 0` is the omitted default written out: the same plan, the same id.
+            assert_eq!(code(&out), 0, "{at}: {err}");
+            continue;
+        }
+        assert_eq!(code(&out), 1, "{at}: {err}");
+        assert!(err.contains("E0603"), "{at}: {err}");
+        assert!(
+            err.contains("does not match the plan's content"),
+            "{at}: {err}"
+        );
+    }
+}
+
+#[test]
+fn verify_refuses_an_edited_verification_summary() {
+    let (dir, plan) = saved_plan();
+    let cases: [(&str, serde_json::Value); 3] = [
+        (
+            "/verification/violations",
+            serde_json::json!(["looks fine"]),
+        ),
+        ("/verification/verified", false.into()),
+        ("/verification/checks", serde_json::json!(["format"])),
+    ];
+    for (at, value) in cases {
+        let out = verify_edited(dir.path(), &plan, at, value);
+        let err = stderr(&out);
+        assert_eq!(code(&out), 1, "{at}: {err}");
+        assert!(err.contains("E0633"), "{at}: {err}");
+        assert!(
+            !err.contains("E0603"),
+            "{at}: the id leaves `verification` out: {err}"
+        );
+    }
+}
+
+/// `berth apply plan.json --spec spec` with no cluster reachable (a kubeconfig that does not
+/// exist): what matters is whether the refusals before any cluster let it through.
+fn apply_saved(dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(["apply", "plan.json", "--spec", "spec"])
+        .current_dir(dir)
+        .env("KUBECONFIG", dir.join("no-such-kubeconfig"))
+        .output()
+        .expect("the berth binary runs")
+}
+
+#[test]
+fn only_an_approver_the_policy_names_may_approve() {
+    // `ranker_training` exceeds policy `platform`'s approval threshold, whose only approver
+    // is `ml-platform-leads`.
+    let (dir, plan) = saved_plan();
+    let waiting = &plan["workloads"][1];
+    assert_eq!(waiting["workload"], "ranker_training");
+    assert_eq!(
+        waiting["approval"]["approvers"],
+        serde_json::json!(["ml-platform-leads"])
+    );
+    let refused =
+        "`mallory` may not approve `ranker_training`: policy `platform` names `ml-platform-leads`";
+
+    // `berth approve` refuses to write the approval.
+    let out = berth(dir.path(), &["approve", "plan.json", "--by", "mallory"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains(refused), "{}", stderr(&out));
+    assert!(!dir.path().join("plan.approval.json").exists());
+
+    // An approval file written by hand for the right plan and workload, by someone else:
+    // `apply` refuses it, before any cluster.
+    let record = serde_json::json!({
+        "format": "berth.approval/v1",
+        "plan_id": plan["plan_id"],
+        "approved_by": "mallory",
+        "approved_at": "2025-06-04T08:00:00Z",
+        "workloads": ["ranker_training"],
+    });
+    fs::write(dir.path().join("plan.approval.json"), record.to_string()).expect("write");
+    let out = apply_saved(dir.path());
+    let err = stderr(&out);
+    assert_eq!(code(&out), 1, "{err}");
+    assert!(err.contains(refused), "{err}");
+    assert!(
+        err.contains("help: only an approver the policy names may approve"),
+        "{err}"
+    );
+
+    // An approval file that is not one is reported, not taken for "not approved".
+    fs::write(dir.path().join("plan.approval.json"), "{\"format\": ").expect("write");
+    let out = apply_saved(dir.path());
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot read the approval `plan.approval.json`"),
+        "{}",
+        stderr(&out)
+    );
+
+    // The named approver's approval passes the refusals; this apply then stops at the
+    // missing kubeconfig, not at the approval.
+    fs::remove_file(dir.path().join("plan.approval.json")).expect("remove");
+    let out = berth(
+        dir.path(),
+        &["approve", "plan.json", "--by", "ml-platform-leads"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = apply_saved(dir.path());
+    let err = stderr(&out);
+    assert!(!err.contains("approv"), "{err}");
+}
+
 #[test]
 fn verify_reports_a_spec_changed_since_planning() {
     let dir = copy_example("three-plants", unchanged);

@@ -48,3 +48,8 @@ fn format() {
 fn check() {
     replay("check", fuzz::check);
 }
+
+#[test]
+fn plan_json() {
+    replay("plan_json", fuzz::plan_json);
+}

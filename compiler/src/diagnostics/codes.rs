@@ -242,6 +242,9 @@ codes! {
     /// A `rejected` list that omits an unused target, repeats one, lists a used one, or calls
     /// an eligible target ineligible.
     RejectionMismatch = "E0632", "rejections do not match placements";
+    /// A plan whose `verification` summary is neither blank nor exactly what the verifier
+    /// writes: the one part of a plan its id does not hash, so it is checked on its own.
+    VerificationEdited = "E0633", "verification summary edited";
 }
 
 impl Serialize for Code {

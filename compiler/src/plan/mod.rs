@@ -13,11 +13,15 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 
+mod read;
+pub use read::{PlanReadError, from_json};
+
 /// The format identifier written into every plan.
 pub const PLAN_FORMAT: &str = "berth.plan/v1";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct Plan {
     /// Always [`PLAN_FORMAT`].
     pub format: String,
@@ -55,6 +59,7 @@ pub enum WorkloadStatus {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct WorkloadPlan {
     pub workload: String,
     pub release: String,
@@ -77,6 +82,7 @@ pub struct WorkloadPlan {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct Placement {
     pub target: String,
     /// The GPU pool, `None` for a workload that needs no GPU.
@@ -97,6 +103,7 @@ pub struct Placement {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct VariantBinding {
     pub model: String,
     pub version: String,
@@ -107,6 +114,7 @@ pub struct VariantBinding {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct DataBinding {
     pub name: String,
     pub dataset: String,
@@ -119,6 +127,7 @@ pub struct DataBinding {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct ServiceBinding {
     pub service: String,
     pub maturity: String,
@@ -126,6 +135,7 @@ pub struct ServiceBinding {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct ScoreTerm {
     /// `cost` (micro-units per day) or `data_latency` (nanoseconds).
     pub objective: String,
@@ -135,6 +145,7 @@ pub struct ScoreTerm {
 /// Why a target was not used for a workload.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct Rejection {
     pub target: String,
     /// Which stage rejected it.
@@ -176,6 +187,7 @@ pub enum RejectionStage {
 /// A location in the sources, stable across runs for the same sources.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct SourceRef {
     pub file: String,
     pub line: u32,
@@ -186,6 +198,7 @@ pub struct SourceRef {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct ApprovalRequired {
     pub policy: String,
     pub threshold: Money,
@@ -194,6 +207,7 @@ pub struct ApprovalRequired {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct Infeasibility {
     pub missing_replicas: u32,
     /// e.g. "no target offers `object_store >= ga`" or "pools ran out: 3 more L4 GPUs needed".
@@ -206,6 +220,7 @@ pub struct Infeasibility {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct PoolLedger {
     pub target: String,
     pub pool: String,
@@ -219,6 +234,7 @@ pub struct PoolLedger {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct LedgerEntry {
     pub workload: String,
     pub amount: u64,
@@ -226,6 +242,7 @@ pub struct LedgerEntry {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct TargetLedger {
     pub target: String,
     pub cpu_millis_capacity: u64,
@@ -236,6 +253,7 @@ pub struct TargetLedger {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct WindowState {
     pub window: String,
     pub in_effect: bool,
@@ -243,6 +261,7 @@ pub struct WindowState {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct ReclaimRule {
     pub policy: String,
     /// `kind notebook`, `class experiment`, `team research`.
@@ -255,6 +274,7 @@ pub struct ReclaimRule {
 /// The verifier's summary, written into the plan it passed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct Verification {
     pub verified: bool,
     /// Names of the checks run, in order.

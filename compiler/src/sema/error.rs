@@ -15,6 +15,9 @@ pub enum SemaError {
         suggestion: Option<String>,
         /// A standard-library module that has the name (`std.gpu`).
         in_module: Option<String>,
+        /// The module that has the suggestion, when the suggestion is a name of the standard
+        /// library this file does not import (`H1OO`: `H100`, in `std.gpu`).
+        suggestion_module: Option<String>,
     },
     DuplicateDefinition {
         name: String,
@@ -272,14 +275,19 @@ impl SemaError {
                 expected,
                 suggestion,
                 in_module,
+                suggestion_module,
             } => {
                 let d = Diagnostic::error(Code::UnknownName, format!("unknown name `{name}`"), *span)
                     .primary_label(format!("expected {expected}"));
-                match (in_module, suggestion) {
-                    (Some(m), _) => d.help(format!(
+                match (in_module, suggestion, suggestion_module) {
+                    (Some(m), _, _) => d.help(format!(
                         "`{name}` is in `{m}`: add `use {m}.{name}` to this file"
                     )),
-                    (None, s) => did_you_mean(d, s),
+                    (None, Some(s), Some(m)) => d.help(format!(
+                        "did you mean `{s}`? it is in `{m}`: add `use {m}.{s}` to this file"
+                    )),
+                    (None, s, None) => did_you_mean(d, s),
+                    (None, None, Some(_)) => d,
                 }
             }
             E::DuplicateDefinition {

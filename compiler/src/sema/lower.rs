@@ -701,6 +701,7 @@ fn lower_placements(ck: &mut Checker<'_>, ir: &mut Ir, spans: &mut SpanTable) {
                     expected: "a workload".into(),
                     suggestion: typo.best(candidates.into_iter()),
                     in_module: None,
+                    suggestion_module: None,
                 });
                 None
             }

@@ -388,6 +388,16 @@ impl<'a> Names<'a> {
         self.visible_unsorted(scope, |name, _| typo.could_be(name))
     }
 
+    /// The names of every standard-library module, visible or not, that could be suggested
+    /// for the unknown name of `typo` (see [`Names::suggestible`]).
+    pub fn module_suggestible(&self, typo: &Typo<'_>) -> Vec<&'a str> {
+        self.modules
+            .iter()
+            .flat_map(|m| self.namespaces[m.ns as usize].names.keys().copied())
+            .filter(|n| typo.could_be(n))
+            .collect()
+    }
+
     /// Every name visible in `scope` for which `keep(name, definition)` holds, sorted.
     pub fn visible_where(&self, scope: ScopeRef, keep: impl Fn(&str, Def) -> bool) -> Vec<&'a str> {
         let mut out = self.visible_unsorted(scope, keep);
@@ -426,35 +436,119 @@ impl<'a> Names<'a> {
 }
 
 /// "Did you mean" for one unknown name: the candidate closest to it, if it is close enough to
-/// be a likely typo: a case-only difference, or an edit distance of at most a third of the
-/// name's length (at least one). Ties go to the alphabetically first candidate, so the answer
-/// is deterministic whatever the order of the candidates.
+/// be a likely typo. Distances are counted in [`EDIT`]s, and a look-alike costs less than any
+/// edit: a case-only difference costs nothing, and a name that differs only by confusable
+/// characters (`O`/`0`, `l`/`1`/`I`, `S`/`5`, `B`/`8`, `Z`/`2`, `rn`/`m`, `vv`/`w`: the same
+/// [`skeleton`]) costs [`LOOK_ALIKE`], so `H1OO` finds `H100` where two plain edits would be
+/// too many. Beyond that, the distance is the smaller of the plain edit distance and the
+/// edit distance between skeletons plus [`LOOK_ALIKE`]. A candidate is close enough within a
+/// third of the name's length in edits (at least one). Ties go to the alphabetically first
+/// candidate, so the answer is deterministic whatever the order of the candidates.
 ///
 /// A spec with thousands of unknown names has thousands of names in scope, so candidates are
-/// first screened with [`Typo::could_be`], a cheap lower bound of the edit distance; only the
+/// first screened with [`Typo::could_be`], a cheap lower bound of the distance; only the
 /// few that pass pay for the distance itself.
 pub struct Typo<'n> {
     name: &'n str,
     lower: String,
+    /// The name's [`skeleton`].
+    skeleton: String,
+    /// The farthest a suggestion may be, in units of [`EDIT`].
     limit: usize,
-    /// How often each ASCII byte occurs in the name; `None` for a name that is not ASCII
-    /// or too long for the counts.
-    letters: Option<[u8; 128]>,
+    /// How often each ASCII byte occurs in the name, and in its skeleton; `None` for a name
+    /// that is not ASCII or too long for the counts.
+    letters: Option<([u8; 128], [u8; 128])>,
+}
+
+/// The cost of one plain edit (insert, delete, substitute, transpose).
+pub const EDIT: usize = 4;
+/// The cost of writing a look-alike: characters that differ but read the same.
+pub const LOOK_ALIKE: usize = 1;
+
+/// `name` as it reads: confusable characters mapped to one of their class (`0`, `O` and `o`
+/// to `o`; `1`, `l` and `I` to `l`; `5`, `S`, `s`; `8`, `B`, `b`; `2`, `Z`, `z`), `rn` to `m`
+/// and `vv` to `w`, everything else lowercase.
+pub fn skeleton(name: &str) -> impl Iterator<Item = char> + '_ {
+    let mut chars = name.chars().peekable();
+    std::iter::from_fn(move || {
+        let c = chars.next()?;
+        Some(match c {
+            'r' if chars.next_if_eq(&'n').is_some() => 'm',
+            'v' if chars.next_if_eq(&'v').is_some() => 'w',
+            c if c.is_ascii() => char::from(skeleton_byte(c as u8)),
+            c => c.to_lowercase().next().unwrap_or(c),
+        })
+    })
+}
+
+/// The skeleton of one ASCII character, outside the pairs `rn` and `vv`.
+fn skeleton_byte(b: u8) -> u8 {
+    match b {
+        b'0' | b'O' | b'o' => b'o',
+        b'1' | b'l' | b'I' => b'l',
+        b'5' | b'S' | b's' => b's',
+        b'8' | b'B' | b'b' => b'b',
+        b'2' | b'Z' | b'z' => b'z',
+        b => b.to_ascii_lowercase(),
+    }
+}
+
+/// The [`skeleton`] of an ASCII name, byte by byte, without allocating.
+fn skeleton_bytes(name: &[u8]) -> impl Iterator<Item = u8> + '_ {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        let b = *name.get(i)?;
+        let next = name.get(i + 1).copied();
+        i += 1;
+        Some(match (b, next) {
+            (b'r', Some(b'n')) | (b'v', Some(b'v')) => {
+                i += 1;
+                if b == b'r' { b'm' } else { b'w' }
+            }
+            _ => skeleton_byte(b),
+        })
+    })
+}
+
+/// How often each ASCII byte occurs in `chars`; `None` past 255 of one byte or a non-ASCII
+/// character.
+fn ascii_counts(chars: impl Iterator<Item = char>) -> Option<[u8; 128]> {
+    let mut counts = [0u8; 128];
+    for c in chars {
+        let slot = counts.get_mut(c as usize)?;
+        *slot = slot.checked_add(1)?;
+    }
+    Some(counts)
+}
+
+/// The bag distance of an ASCII `candidate` from a name counted in `letters`: the larger of
+/// the characters one has and the other lacks, as multisets. Every edit changes each side by
+/// at most one (a transposition by none), so it bounds the edit distance from below.
+fn bag_distance(letters: &[u8; 128], len: usize, candidate: impl Iterator<Item = u8>) -> usize {
+    let mut unmatched = *letters;
+    let (mut common, mut other) = (0, 0);
+    for b in candidate {
+        other += 1;
+        let count = &mut unmatched[usize::from(b & 0x7f)];
+        if *count > 0 {
+            *count -= 1;
+            common += 1;
+        }
+    }
+    (len - common).max(other - common)
 }
 
 impl<'n> Typo<'n> {
     pub fn new(name: &'n str) -> Self {
-        let letters = (name.is_ascii() && name.len() <= usize::from(u8::MAX)).then(|| {
-            let mut counts = [0u8; 128];
-            for b in name.bytes() {
-                counts[usize::from(b)] += 1;
-            }
-            counts
-        });
+        let skeleton: String = skeleton(name).collect();
+        let letters = (name.is_ascii() && name.len() <= usize::from(u8::MAX))
+            .then(|| Some((ascii_counts(name.chars())?, ascii_counts(skeleton.chars())?)))
+            .flatten();
         Typo {
             name,
             lower: name.to_lowercase(),
-            limit: (name.chars().count() / 3).max(1),
+            skeleton,
+            limit: EDIT * (name.chars().count() / 3).max(1),
             letters,
         }
     }
@@ -464,28 +558,49 @@ impl<'n> Typo<'n> {
         self.lower_bound(candidate) <= self.limit
     }
 
-    /// A lower bound of the distance [`Typo::best`] gives `candidate`. For ASCII names, 0 for
-    /// a case-only difference, else the bag distance: the larger of the letters one has and
-    /// the other lacks, counted as multisets (every edit changes each side by at most one, a
-    /// transposition by none). 0 (no bound) otherwise.
+    /// A lower bound of the distance [`Typo::distance`] gives `candidate`: 0 for a case-only
+    /// difference, else the smaller of [`Typo::bounds`]; 0 (no bound) where there is none.
     fn lower_bound(&self, candidate: &str) -> usize {
-        let Some(letters) = &self.letters else {
+        if candidate.eq_ignore_ascii_case(self.name) {
             return 0;
+        }
+        self.bounds(candidate)
+            .map_or(0, |(plain, alike)| plain.min(alike))
+    }
+
+    /// Lower bounds of the two terms of [`Typo::distance`] for ASCII names: the bag distance
+    /// of the names in [`EDIT`]s, and that of their skeletons plus [`LOOK_ALIKE`]. `None`
+    /// where either name is not ASCII.
+    fn bounds(&self, candidate: &str) -> Option<(usize, usize)> {
+        let (letters, skeleton) = self.letters.as_ref()?;
+        if !candidate.is_ascii() {
+            return None;
+        }
+        let bytes = candidate.as_bytes();
+        let plain = bag_distance(letters, self.name.len(), bytes.iter().copied());
+        let alike = bag_distance(skeleton, self.skeleton.len(), skeleton_bytes(bytes));
+        Some((EDIT * plain, EDIT * alike + LOOK_ALIKE))
+    }
+
+    /// How far `candidate` is from the name (see [`Typo`]): exact when within the limit,
+    /// above the limit otherwise. A term whose bound is already past the limit, or cannot
+    /// beat the other, is not computed.
+    pub fn distance(&self, candidate: &str) -> usize {
+        if candidate.to_lowercase() == self.lower {
+            return 0;
+        }
+        let (plain_bound, alike_bound) = self.bounds(candidate).unwrap_or((0, 0));
+        let plain = if plain_bound <= self.limit {
+            EDIT * strsim::damerau_levenshtein(self.name, candidate)
+        } else {
+            self.limit + 1
         };
-        if !candidate.is_ascii() || candidate.eq_ignore_ascii_case(self.name) {
-            return 0;
+        if alike_bound > self.limit || alike_bound >= plain {
+            return plain;
         }
-        // Letters the two have in common, as multisets; the rest is missing or extra.
-        let mut unmatched = *letters;
-        let mut common = 0;
-        for b in candidate.bytes() {
-            let count = &mut unmatched[usize::from(b)];
-            if *count > 0 {
-                *count -= 1;
-                common += 1;
-            }
-        }
-        (self.name.len() - common).max(candidate.len() - common)
+        let skeleton: String = skeleton(candidate).collect();
+        let alike = EDIT * strsim::damerau_levenshtein(&self.skeleton, &skeleton) + LOOK_ALIKE;
+        plain.min(alike)
     }
 
     /// The closest candidate, if any is close enough.
@@ -517,11 +632,7 @@ impl<'n> Typo<'n> {
             if best.is_some_and(|(bd, _)| bound > bd) {
                 break;
             }
-            let d = if c.to_lowercase() == self.lower {
-                0
-            } else {
-                strsim::damerau_levenshtein(self.name, c)
-            };
+            let d = self.distance(c);
             if d > self.limit {
                 continue;
             }
@@ -552,8 +663,10 @@ mod tests {
         name: &str,
         candidates: impl Iterator<Item = &'c str>,
     ) -> Option<String> {
+        use super::{EDIT, LOOK_ALIKE, skeleton};
         let lower = name.to_lowercase();
-        let limit = (name.chars().count() / 3).max(1);
+        let name_skeleton: String = skeleton(name).collect();
+        let limit = EDIT * (name.chars().count() / 3).max(1);
         let mut best: Option<(usize, &str)> = None;
         for c in candidates {
             if c == name {
@@ -562,7 +675,11 @@ mod tests {
             let d = if c.to_lowercase() == lower {
                 0
             } else {
-                strsim::damerau_levenshtein(name, c)
+                let c_skeleton: String = skeleton(c).collect();
+                let plain = EDIT * strsim::damerau_levenshtein(name, c);
+                let alike =
+                    EDIT * strsim::damerau_levenshtein(&name_skeleton, &c_skeleton) + LOOK_ALIKE;
+                plain.min(alike)
             };
             if d > limit {
                 continue;
@@ -579,8 +696,8 @@ mod tests {
         /// whatever the order of the candidates (ASCII, case, and non-ASCII names).
         #[test]
         fn screening_never_changes_the_suggestion(
-            name in "[a-cA-C_0-2\u{212A}é]{0,9}",
-            candidates in proptest::collection::vec("[a-cA-C_0-2\u{212A}é]{0,9}", 0..24),
+            name in "[a-cA-C_0-2IlOo5SBZmnrvw\u{212A}é]{0,9}",
+            candidates in proptest::collection::vec("[a-cA-C_0-2IlOo5SBZmnrvw\u{212A}é]{0,9}", 0..24),
         ) {
             let screened = suggest(&name, candidates.iter().map(String::as_str));
             let full = suggest_unscreened(&name, candidates.iter().map(String::as_str));
@@ -615,5 +732,49 @@ mod tests {
             suggest("ab", ["ac", "ab_", "aa"].into_iter()).as_deref(),
             Some("aa")
         );
+    }
+
+    #[test]
+    fn look_alikes_cost_less_than_edits() {
+        let gpus = ["A100", "H100", "H200", "L4", "L40S", "B200"];
+        // Two plain edits, too many for four characters; two look-alikes are not.
+        assert_eq!(
+            suggest("H1OO", gpus.iter().copied()).as_deref(),
+            Some("H100")
+        );
+        assert_eq!(
+            suggest("HlOO", gpus.iter().copied()).as_deref(),
+            Some("H100")
+        );
+        assert_eq!(
+            suggest("L4OS", gpus.iter().copied()).as_deref(),
+            Some("L40S")
+        );
+        assert_eq!(
+            suggest("8200", gpus.iter().copied()).as_deref(),
+            Some("B200")
+        );
+        assert_eq!(
+            suggest("H2OO", gpus.iter().copied()).as_deref(),
+            Some("H200")
+        );
+        assert_eq!(suggest("H2ZZ", gpus.iter().copied()).as_deref(), None);
+        // A look-alike beats a plain edit: `A1O0` reads as `A100` (one look-alike), while
+        // `H1O0` would need a plain edit as well.
+        assert_eq!(
+            suggest("A1O0", gpus.iter().copied()).as_deref(),
+            Some("A100")
+        );
+        // `rn` reads as `m`, `vv` as `w`.
+        assert_eq!(
+            suggest("rnodel_cache", ["model_cache", "object_store"].into_iter()).as_deref(),
+            Some("model_cache")
+        );
+        assert_eq!(
+            suggest("vvorkload", ["workload", "target"].into_iter()).as_deref(),
+            Some("workload")
+        );
+        // Not every difference is a look-alike.
+        assert_eq!(suggest("H1XX", gpus.iter().copied()), None);
     }
 }

@@ -104,6 +104,8 @@ pub enum Violation {
         recorded: String,
         computed: String,
     },
+    /// `verification` is neither blank (a candidate) nor the verifier's summary.
+    VerificationEdited,
     UnknownName {
         kind: NameKind,
         name: String,
@@ -307,6 +309,7 @@ impl Violation {
             V::UnsupportedFormat { .. } => Code::PlanFormat,
             V::InstantMismatch { .. } => Code::PlanInstant,
             V::PlanIdMismatch { .. } => Code::PlanIdMismatch,
+            V::VerificationEdited => Code::VerificationEdited,
             V::UnknownName { .. } => Code::PlanUnknownName,
             V::MissingEntry { .. } => Code::PlanMissingEntry,
             V::DuplicateEntry { .. } => Code::PlanDuplicateEntry,
@@ -348,6 +351,7 @@ impl Violation {
             V::UnsupportedFormat { .. }
             | V::InstantMismatch { .. }
             | V::PlanIdMismatch { .. }
+            | V::VerificationEdited
             | V::UnknownName { .. }
             | V::DuplicateEntry { .. }
             | V::EntryOrder { .. }
@@ -396,6 +400,9 @@ impl Violation {
             }
             V::PlanIdMismatch { recorded, .. } => {
                 format!("plan id `{recorded}` does not match the plan's content")
+            }
+            V::VerificationEdited => {
+                "the plan's `verification` is not the verifier's summary".to_owned()
             }
             V::UnknownName {
                 kind,
@@ -701,6 +708,9 @@ impl Violation {
             }
             V::PlanIdMismatch { computed, .. } => d
                 .note(format!("its content hashes to `{computed}`"))
+                .help("the plan was changed after it was written; plan again instead of editing it"),
+            V::VerificationEdited => d
+                .note("a written plan records `verified: true`, every check in order and no violations")
                 .help("the plan was changed after it was written; plan again instead of editing it"),
             V::Denied { reason, .. } => d.note(format!("reason: {reason}")),
             V::ReclaimMismatch {

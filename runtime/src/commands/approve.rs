@@ -1,10 +1,11 @@
 //! `berth approve PLAN --by NAME`: records an approval of a saved plan's placements that
 //! await one, in `PLAN.approval.json`, bound to the plan's id (void for any other plan).
 
-use super::input::{APPROVAL_FORMAT, ApprovalRecord, InputProblem, approval_path, input_problem};
+use super::input::{
+    APPROVAL_FORMAT, ApprovalRecord, Refusal, approval_path, input_problem, not_allowed, read_plan,
+};
 use crate::files::output;
 use crate::report::{Exit, Ui};
-use berth_compiler::plan::Plan;
 use std::io;
 use std::path::PathBuf;
 
@@ -20,46 +21,25 @@ pub struct ApproveArgs {
 
 /// `berth approve PLAN --by NAME`: writes `PLAN.approval.json`, bound to the plan's id.
 pub fn run(args: &ApproveArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
-    let plan: Plan = match std::fs::read_to_string(&args.plan)
-        .map_err(|e| e.to_string())
-        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-    {
+    let plan = match read_plan(&args.plan) {
         Ok(plan) => plan,
-        Err(error) => {
-            return input_problem(
-                &InputProblem::ReadPlan {
-                    path: args.plan.clone(),
-                    error,
-                },
-                ui,
-            );
-        }
+        Err(problem) => return input_problem(&problem, ui),
     };
-    let mut workloads = Vec::new();
-    for w in &plan.workloads {
-        let Some(approval) = &w.approval else {
-            continue;
+    let refused = not_allowed(&plan, &args.by);
+    if !refused.is_empty() {
+        let refusal = Refusal::ApproverNotAllowed {
+            approved_by: args.by.clone(),
+            workloads: refused,
         };
-        if !approval.approvers.is_empty() && !approval.approvers.contains(&args.by) {
-            ui.problem(
-                &format_args!(
-                    "`{}` may not approve `{}`: policy `{}` names {}",
-                    args.by,
-                    w.workload,
-                    approval.policy,
-                    approval
-                        .approvers
-                        .iter()
-                        .map(|a| format!("`{a}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                Some("approve with `--by` one of the approvers the policy names"),
-            )?;
-            return Ok(Exit::ErrorsFound);
-        }
-        workloads.push(w.workload.clone());
+        ui.problem(&refusal, Some(refusal.hint()))?;
+        return Ok(Exit::ErrorsFound);
     }
+    let workloads: Vec<String> = plan
+        .workloads
+        .iter()
+        .filter(|w| w.approval.is_some())
+        .map(|w| w.workload.clone())
+        .collect();
     if workloads.is_empty() {
         ui.status(&"nothing in this plan awaits approval")?;
         return Ok(Exit::Clean);

@@ -7,7 +7,7 @@ use crate::files::{self, FsReader};
 use crate::report::{Exit, OutputFormat, Ui};
 use berth_compiler::driver;
 use berth_compiler::ir::Ir;
-use berth_compiler::plan::Plan;
+use berth_compiler::plan::{self, Plan};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io;
@@ -35,12 +35,21 @@ pub struct PlanInput {
     pub inputs: Vec<PathBuf>,
 }
 
-/// Why there is no plan to work with (exit 2: nothing was checked).
+/// Why there is no plan to work with (exit 2: nothing was checked; 1 for a file that is
+/// not a plan).
 #[derive(Debug)]
 pub enum InputProblem {
     Load(Vec<files::LoadError>),
     NotOneSpec(usize),
-    ReadPlan { path: PathBuf, error: String },
+    ReadPlan {
+        path: PathBuf,
+        error: String,
+    },
+    /// The file is not a plan this berth reads (exit 1: bad input, not the environment).
+    BadPlan {
+        path: PathBuf,
+        error: plan::PlanReadError,
+    },
     NeedsSpec(PathBuf),
 }
 
@@ -55,6 +64,13 @@ pub enum Refusal {
     Unverified(Vec<String>),
     /// Workloads whose placements await approval: `(workload, policy)`.
     AwaitingApproval(Vec<(String, String)>),
+    /// An approval by someone the policy does not name as an approver.
+    ApproverNotAllowed {
+        approved_by: String,
+        workloads: Vec<NotAllowed>,
+    },
+    /// The plan's approval file exists but cannot be read as an approval.
+    BadApproval { path: PathBuf, error: String },
     /// Not one replica of the plan is placed: applying it would change nothing and say so
     /// as if all were well.
     NothingPlaced,
@@ -78,19 +94,35 @@ impl fmt::Display for Refusal {
                     .collect();
                 write!(f, "placements await approval: {}", list.join(", "))
             }
+            Refusal::ApproverNotAllowed {
+                approved_by,
+                workloads,
+            } => {
+                let list: Vec<String> = workloads.iter().map(NotAllowed::to_string).collect();
+                write!(f, "`{approved_by}` may not approve {}", list.join("; "))
+            }
+            Refusal::BadApproval { path, error } => {
+                write!(f, "cannot read the approval `{}`: {error}", path.display())
+            }
             Refusal::NothingPlaced => write!(f, "the plan places no replica; nothing is applied"),
         }
     }
 }
 
 impl Refusal {
-    fn hint(&self) -> &'static str {
+    pub fn hint(&self) -> &'static str {
         match self {
             Refusal::SpecErrors(_) => "run `berth check` on the spec",
             Refusal::DigestMismatch { .. } => "plan again from the current spec",
             Refusal::Unverified(_) => "plan again; a plan that fails verification is never applied",
             Refusal::AwaitingApproval(_) => {
                 "save the plan, then `berth approve PLAN --by NAME` and apply the saved plan"
+            }
+            Refusal::ApproverNotAllowed { .. } => {
+                "only an approver the policy names may approve its placements: `berth approve PLAN --by NAME` with one of them"
+            }
+            Refusal::BadApproval { .. } => {
+                "an approval is the JSON `berth approve PLAN --by NAME` writes; approve again"
             }
             Refusal::NothingPlaced => {
                 "`berth explain SPEC WORKLOAD` says why each target was rejected"
@@ -99,8 +131,48 @@ impl Refusal {
     }
 }
 
+/// A workload someone approved who is not among the approvers its policy names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotAllowed {
+    pub workload: String,
+    pub policy: String,
+    /// Who may approve it (the policy's `approvers`).
+    pub approvers: Vec<String>,
+}
+
+impl fmt::Display for NotAllowed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let approvers: Vec<String> = self.approvers.iter().map(|a| format!("`{a}`")).collect();
+        write!(
+            f,
+            "`{}`: policy `{}` names {}",
+            self.workload,
+            self.policy,
+            approvers.join(", ")
+        )
+    }
+}
+
+/// The workloads of `plan` awaiting approval that `by` may not approve: those whose policy
+/// names approvers, none of them `by` (a policy that names none lets anyone approve).
+pub fn not_allowed(plan: &Plan, by: &str) -> Vec<NotAllowed> {
+    plan.workloads
+        .iter()
+        .filter_map(|w| {
+            let a = w.approval.as_ref()?;
+            let allowed = a.approvers.is_empty() || a.approvers.iter().any(|n| n == by);
+            (!allowed).then(|| NotAllowed {
+                workload: w.workload.clone(),
+                policy: a.policy.clone(),
+                approvers: a.approvers.clone(),
+            })
+        })
+        .collect()
+}
+
 /// What an approval file holds: who approved which plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ApprovalRecord {
     /// Always `berth.approval/v1`.
     pub format: String,
@@ -137,14 +209,7 @@ pub fn load_input(args: &PlanInputArgs) -> Result<Result<PlanInput, Refusal>, In
     if !is_plan_file {
         return plan_spec(&args.input);
     }
-    let text = std::fs::read_to_string(&args.input).map_err(|e| InputProblem::ReadPlan {
-        path: args.input.clone(),
-        error: e.to_string(),
-    })?;
-    let plan: Plan = serde_json::from_str(&text).map_err(|e| InputProblem::ReadPlan {
-        path: args.input.clone(),
-        error: e.to_string(),
-    })?;
+    let plan = read_plan(&args.input)?;
     let Some(spec) = &args.spec else {
         return Err(InputProblem::NeedsSpec(args.input.clone()));
     };
@@ -180,6 +245,18 @@ pub fn load_input(args: &PlanInputArgs) -> Result<Result<PlanInput, Refusal>, In
         path: Some(args.input.clone()),
         inputs,
     }))
+}
+
+/// Reads a saved plan strictly ([`plan::from_json`]: unknown fields are refused).
+pub fn read_plan(path: &Path) -> Result<Plan, InputProblem> {
+    let text = std::fs::read_to_string(path).map_err(|e| InputProblem::ReadPlan {
+        path: path.to_path_buf(),
+        error: e.to_string(),
+    })?;
+    plan::from_json(&text).map_err(|error| InputProblem::BadPlan {
+        path: path.to_path_buf(),
+        error,
+    })
 }
 
 /// The one spec at `path`, its files named relative to it (what `berth plan` digests), and
@@ -228,17 +305,45 @@ pub fn unapproved(input: &PlanInput) -> Option<Refusal> {
     if waiting.is_empty() {
         return None;
     }
-    let approved = input
-        .path
-        .as_deref()
-        .and_then(|p| std::fs::read_to_string(approval_path(p)).ok())
-        .and_then(|text| serde_json::from_str::<ApprovalRecord>(&text).ok())
-        .filter(|r| r.format == APPROVAL_FORMAT && r.plan_id == input.plan.plan_id);
+    let approved = match input.path.as_deref().map(approval_path) {
+        None => None,
+        Some(path) => match read_approval(&path) {
+            Ok(record) => record,
+            Err(error) => return Some(Refusal::BadApproval { path, error }),
+        },
+    }
+    .filter(|r| r.format == APPROVAL_FORMAT && r.plan_id == input.plan.plan_id);
+    if let Some(record) = &approved {
+        // The approval must come from an approver of each policy it answers.
+        let workloads: Vec<NotAllowed> = not_allowed(&input.plan, &record.approved_by)
+            .into_iter()
+            .filter(|n| record.workloads.contains(&n.workload))
+            .collect();
+        if !workloads.is_empty() {
+            return Some(Refusal::ApproverNotAllowed {
+                approved_by: record.approved_by.clone(),
+                workloads,
+            });
+        }
+    }
     let missing: Vec<(String, String)> = waiting
         .into_iter()
         .filter(|(w, _)| !approved.as_ref().is_some_and(|r| r.workloads.contains(w)))
         .collect();
     (!missing.is_empty()).then_some(Refusal::AwaitingApproval(missing))
+}
+
+/// The approval file at `path`: `None` when there is none, an error when it exists but is
+/// not an approval (never silently taken for "not approved").
+fn read_approval(path: &Path) -> Result<Option<ApprovalRecord>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| e.to_string())
 }
 
 pub(super) fn input_problem(problem: &InputProblem, ui: &mut Ui<'_>) -> io::Result<Exit> {
@@ -256,6 +361,19 @@ pub(super) fn input_problem(problem: &InputProblem, ui: &mut Ui<'_>) -> io::Resu
             &format_args!("cannot read the plan `{}`: {error}", path.display()),
             Some("a plan is the JSON `berth plan -o FILE` writes"),
         )?,
+        InputProblem::BadPlan { path, error } => {
+            match error.position() {
+                Some((line, column)) => ui.problem(
+                    &format_args!("`{}`:{line}:{column}: {error}", path.display()),
+                    Some(error.hint()),
+                )?,
+                None => ui.problem(
+                    &format_args!("`{}` is {error}", path.display()),
+                    Some(error.hint()),
+                )?,
+            }
+            return Ok(Exit::ErrorsFound);
+        }
         InputProblem::NeedsSpec(path) => ui.problem(
             &format_args!("the saved plan `{}` needs its spec", path.display()),
             Some("add `--spec DIR`: its digest is checked against the plan's"),

@@ -6,13 +6,14 @@
 //! not a plan (malformed JSON: with line and column) or the spec has errors; 2 when a file
 //! cannot be read.
 
+use super::input::{InputProblem, input_problem};
 use super::spec;
 use crate::report::{Exit, OutputFormat, Ui};
 use berth_compiler::driver::{self, ReverifyFailure};
-use berth_compiler::plan::{PLAN_FORMAT, Plan};
+use berth_compiler::plan;
 use serde_json::json;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct VerifyArgs {
@@ -36,11 +37,14 @@ pub fn run(args: &VerifyArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
             return Ok(Exit::Trouble);
         }
     };
-    let plan = match read_plan(&args.plan, &text) {
+    let plan = match plan::from_json(&text) {
         Ok(plan) => plan,
-        Err((message, hint)) => {
-            ui.problem(&message, Some(hint))?;
-            return Ok(Exit::ErrorsFound);
+        Err(error) => {
+            let problem = InputProblem::BadPlan {
+                path: args.plan.clone(),
+                error,
+            };
+            return input_problem(&problem, ui);
         }
     };
     if driver::plan_instant(&plan).is_none() {
@@ -132,47 +136,4 @@ pub fn run(args: &VerifyArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
             })
         }
     }
-}
-
-/// Parses a saved plan; on failure a message with the location and a hint.
-fn read_plan(path: &Path, text: &str) -> Result<Plan, (String, &'static str)> {
-    let e = match serde_json::from_str::<Plan>(text) {
-        Ok(plan) => return Ok(plan),
-        Err(e) => e,
-    };
-    // A plan of another format version fails on its shape; say which version it is.
-    let format = serde_json::from_str::<serde_json::Value>(text)
-        .ok()
-        .and_then(|v| v.get("format")?.as_str().map(str::to_owned));
-    if let Some(format) = format.filter(|f| f != PLAN_FORMAT) {
-        return Err((
-            format!(
-                "`{}` is a plan of format `{format}`; this berth reads `{PLAN_FORMAT}`",
-                path.display()
-            ),
-            "plan again with this version of berth",
-        ));
-    }
-    let hint = match e.classify() {
-        serde_json::error::Category::Data => {
-            "the JSON is not shaped like a plan (docs/plan-format.md); plan again rather than editing it by hand"
-        }
-        _ => {
-            "the file is not valid JSON (truncated, or edited by hand?); plan again with `berth plan SPEC_DIR -o FILE`"
-        }
-    };
-    // serde_json's message ends with " at line L column C"; the location goes up front.
-    let message = e.to_string();
-    let message = message
-        .rsplit_once(" at line ")
-        .map_or(message.as_str(), |(m, _)| m);
-    Err((
-        format!(
-            "`{}`:{}:{}: not a berth plan: {message}",
-            path.display(),
-            e.line(),
-            e.column()
-        ),
-        hint,
-    ))
 }

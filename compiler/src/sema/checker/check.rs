@@ -316,18 +316,29 @@ impl<'a> Checker<'a> {
             },
             _ => {
                 let typo = Typo::new(&id.name);
-                let suggestion = self.suggest_for(ty, id, &typo);
+                let mut suggestion = self.suggest_for(ty, id, &typo);
                 let (expected, wanted) = match ty {
                     Ty::Ref(k) => (k.with_article().to_string(), Some(*k)),
                     other => (other.describe(), None),
                 };
                 let in_module = self.module_for(&id.name, wanted);
+                let mut suggestion_module = None;
+                if suggestion.is_none() && in_module.is_none() {
+                    // Nothing in scope is close: a name of the standard library may be.
+                    let close = self.names.module_suggestible(&typo);
+                    suggestion = typo
+                        .best_where(close.into_iter(), |n| self.module_for(n, wanted).is_some());
+                    suggestion_module = suggestion
+                        .as_deref()
+                        .and_then(|s| self.module_for(s, wanted));
+                }
                 let e = SemaError::UnknownName {
                     name: id.name.clone(),
                     span: id.span,
                     expected,
                     suggestion,
                     in_module,
+                    suggestion_module,
                 };
                 self.error(e);
                 None

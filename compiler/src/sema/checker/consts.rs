@@ -107,15 +107,24 @@ impl<'a> Checker<'a> {
                     for e in EnumTy::ALL {
                         candidates.extend(e.members());
                     }
+                    let mut suggestion = typo.best(candidates.into_iter());
+                    let in_module = self.names.module_defining(&id.name, |_| true);
+                    let mut suggestion_module = None;
+                    if suggestion.is_none() && in_module.is_none() {
+                        // Nothing in scope is close: a name of the standard library may be.
+                        suggestion = typo.best(self.names.module_suggestible(&typo).into_iter());
+                        suggestion_module = suggestion
+                            .as_deref()
+                            .and_then(|s| self.names.module_defining(s, |_| true))
+                            .map(String::from);
+                    }
                     self.lint.push(SemaError::UnknownName {
                         name: id.name.clone(),
                         span: id.span,
                         expected: "a name".into(),
-                        suggestion: typo.best(candidates.into_iter()),
-                        in_module: self
-                            .names
-                            .module_defining(&id.name, |_| true)
-                            .map(String::from),
+                        suggestion,
+                        in_module: in_module.map(String::from),
+                        suggestion_module,
                     });
                 }
             },

@@ -496,6 +496,7 @@ impl<'a> Cond<'_, 'a> {
             expected: "a value".into(),
             suggestion: typo.best(all.into_iter()),
             in_module: None,
+            suggestion_module: None,
         });
     }
 

@@ -193,6 +193,7 @@ pub fn lower_policies<'a>(ck: &mut Checker<'a>, ir: &mut Ir, spans: &mut SpanTab
                                 expected: "a window".into(),
                                 suggestion: suggest(&window.name, names.into_iter()),
                                 in_module: None,
+                                suggestion_module: None,
                             });
                             None
                         }

@@ -4,7 +4,7 @@
 #![allow(clippy::indexing_slicing)]
 
 use crate::ir::WorkloadId;
-use crate::plan::{PLAN_FORMAT, Placement, WorkloadPlan};
+use crate::plan::{PLAN_FORMAT, Placement, Verification, WorkloadPlan};
 use crate::source::Span;
 use crate::verify::*;
 use jiff::Timestamp;
@@ -40,6 +40,16 @@ impl<'a> Verifier<'a> {
                 recorded: self.plan.plan_id.clone(),
                 computed,
             });
+        }
+        // The id leaves `verification` out (the verifier fills it after the engine seals
+        // the plan), so no byte of it may be free either: it is blank in a candidate, and
+        // exactly the verifier's summary in a written plan.
+        let recorded = &self.plan.verification;
+        let sealed = recorded.verified
+            && recorded.violations.is_empty()
+            && recorded.checks == crate::verify::check_names();
+        if !sealed && *recorded != Verification::default() {
+            self.push(Violation::VerificationEdited);
         }
     }
 
