@@ -19,7 +19,7 @@ pub struct ApproveArgs {
 
 /// `berth approve PLAN --by NAME`: writes `PLAN.approval.json`, bound to the plan's id.
 pub fn run(args: &ApproveArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
-    let plan: Plan = match std::fs::read_to_string(&args.plan)
+    let plan: Plan = match crate::files::read_plan_file(&args.plan)
         .map_err(|e| e.to_string())
         .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
     {

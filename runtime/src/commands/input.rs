@@ -128,7 +128,7 @@ pub fn load_input(args: &PlanInputArgs) -> Result<Result<PlanInput, Refusal>, In
     if !is_plan_file {
         return plan_spec(&args.input);
     }
-    let text = std::fs::read_to_string(&args.input).map_err(|e| InputProblem::ReadPlan {
+    let text = crate::files::read_plan_file(&args.input).map_err(|e| InputProblem::ReadPlan {
         path: args.input.clone(),
         error: e.to_string(),
     })?;
