@@ -212,6 +212,8 @@ pub enum BundleError {
     Malformed(String),
     #[error("the bundle is unsigned")]
     Unsigned,
+    #[error("the signature is malformed: it is not `ed25519:` and 128 hex digits")]
+    MalformedSignature,
     #[error("the signature does not verify with the trusted key")]
     BadSignature,
     #[error("the payload is not a bundle: {0}")]
@@ -243,11 +245,16 @@ impl SignedBundle {
                 signed.format
             )));
         }
-        let Some(hex) = signed.signature.strip_prefix("ed25519:") else {
+        if signed.signature.trim().is_empty() {
             return Err(BundleError::Unsigned);
-        };
-        let raw = keys::from_hex(hex).ok_or(BundleError::Unsigned)?;
-        let raw: [u8; 64] = raw.try_into().map_err(|_| BundleError::BadSignature)?;
+        }
+        let raw: [u8; 64] = signed
+            .signature
+            .strip_prefix("ed25519:")
+            .filter(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()))
+            .and_then(keys::from_hex)
+            .and_then(|raw| raw.try_into().ok())
+            .ok_or(BundleError::MalformedSignature)?;
         let signature = Signature::from_bytes(&raw);
         trusted
             .verify_strict(signed.payload.as_bytes(), &signature)
@@ -323,10 +330,25 @@ mod tests {
         let err = SignedBundle::verify(&signed.to_bytes(), &other.verifying_key()).unwrap_err();
         assert_eq!(err, BundleError::BadSignature);
 
-        let mut unsigned = signed;
+        let mut unsigned = signed.clone();
         unsigned.signature = String::new();
         let err = SignedBundle::verify(&unsigned.to_bytes(), &key.verifying_key()).unwrap_err();
         assert_eq!(err, BundleError::Unsigned);
+
+        // A signature that is there but cannot be one is malformed, not missing.
+        for bad in [
+            "ed25519:zz",
+            "ed25519:",
+            "rsa:00",
+            "ed25519:+f",
+            "ed25519:00",
+        ] {
+            let mut malformed = signed.clone();
+            malformed.signature = bad.into();
+            let err =
+                SignedBundle::verify(&malformed.to_bytes(), &key.verifying_key()).unwrap_err();
+            assert_eq!(err, BundleError::MalformedSignature, "{bad}");
+        }
     }
 
     #[test]
