@@ -1997,3 +1997,33 @@ fn a_truncated_state_database_is_moved_aside_and_the_bundle_fetched_again() {
         "{events:#?}"
     );
 }
+
+#[test]
+fn an_artifact_larger_than_the_cache_budget_is_not_downloaded_past_it() {
+    let fixture = Fixture::new();
+    let (root, keys) = (fixture.root(), &fixture.keys);
+    let served = fixture.store_dir();
+    let (_, digest) = serve_model(&served, 3 << 20);
+    let store = Store::start(&served, None);
+    let w = with_model(workload("big", "sleep 100"), store.url("model.bin"), digest);
+    publish(&served, &bundle(1, vec![w]).sign(&keys.secret));
+    let state = root.join("state");
+    let agent = AgentProc::start(
+        &state,
+        &keys.public,
+        &store.url("site.bundle.json"),
+        &["--cache-budget", "1000000"],
+    );
+    let status = agent.wait_for_workload("big", "blocked", Duration::from_secs(20));
+    let reason = status["workloads"][0]["reason"].as_str().expect("reason");
+    assert!(
+        reason.contains("is larger than the cache budget of 1000000 bytes"),
+        "{reason}"
+    );
+    // Nothing of it is kept: no partial download waits to be resumed.
+    let partial = state.join("cache").join("partial");
+    let left: Vec<_> = std::fs::read_dir(&partial)
+        .map(|d| d.map(|e| e.expect("entry").path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}
