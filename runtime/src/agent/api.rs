@@ -183,6 +183,8 @@ where
     let served = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_TIMEOUT)
+        // A client that shuts its sending side after its request still gets the answer.
+        .half_close(true)
         .max_buf_size(MAX_HEADER_BYTES.max(8192))
         .serve_connection(TokioIo::new(stream), service)
         .await;
@@ -463,4 +465,42 @@ async fn metrics(State(shared): State<Shared>) -> Response {
         ));
     }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::Config;
+
+    /// The fuzz target's door answers like a connection: a request with the token, one
+    /// without, and bytes that are not HTTP, each at once.
+    #[tokio::test]
+    async fn raw_bytes_are_answered_as_a_connection_is() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let router = router(
+            Agent::open(Config::minimal(dir.path().to_path_buf())).expect("agent"),
+            "t0ken-1234".into(),
+        );
+        let answer = async |bytes: &[u8]| {
+            let started = std::time::Instant::now();
+            let response = respond_to_bytes(router.clone(), bytes).await;
+            assert!(started.elapsed() < HEADER_TIMEOUT, "waited for a timeout");
+            String::from_utf8_lossy(&response).into_owned()
+        };
+        let ok = answer(
+            b"GET /v1/status HTTP/1.1\r\nhost: a\r\nauthorization: Bearer t0ken-1234\r\n\r\n",
+        )
+        .await;
+        assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+        assert!(!ok.contains("t0ken-1234"));
+        let refused = answer(b"POST /v1/sync HTTP/1.1\r\nhost: a\r\n\r\n").await;
+        assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+        let garbage = answer(b"\x00\xff GET / HTTP/9\r\n\r\n").await;
+        assert!(
+            garbage.is_empty() || garbage.starts_with("HTTP/1.1 400"),
+            "{garbage}"
+        );
+        let cut = answer(b"POST /v1/telemetry/ack HTTP/1.1\r\nhost: a\r\nauthorization: Bearer t0ken-1234\r\ncontent-length: 50\r\n\r\n{").await;
+        assert!(cut.starts_with("HTTP/1.1 400"), "{cut}");
+    }
 }

@@ -70,6 +70,24 @@ pub struct Config {
     pub gpu_record_interval: Duration,
 }
 
+impl Config {
+    /// An embedded agent in `state_dir` that samples no GPU, with a 1 MiB cache and 1000
+    /// events: what the API's tests and its fuzz target serve from.
+    pub fn minimal(state_dir: PathBuf) -> Config {
+        Config {
+            state_dir,
+            feed: Feed::Embedded,
+            target: None,
+            cache_budget: 1 << 20,
+            max_events: 1000,
+            gpu: GpuChoice::Off,
+            gpu_interval: Duration::from_secs(1),
+            gpu_process_every: 10,
+            gpu_record_interval: Duration::from_secs(60),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct SourceStatus {
     pub address: Option<String>,

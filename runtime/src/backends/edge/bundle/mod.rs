@@ -351,6 +351,26 @@ mod tests {
         }
     }
 
+    /// The fuzz target `bundle`'s seeds (fuzz/seeds/bundle, signed with the key `[7; 32]`)
+    /// are what their names say, so that fuzzing starts from both sides of the signature check.
+    #[test]
+    fn the_bundle_fuzz_seeds_verify_as_named() {
+        let trusted = SigningKey::from_bytes(&[7; 32]).verifying_key();
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/bundle");
+        let verdict = |name: &str| {
+            let bytes = std::fs::read(dir.join(name)).expect("seed");
+            SignedBundle::verify(&bytes, &trusted).map(|_| ())
+        };
+        assert_eq!(verdict("signed.json"), Ok(()));
+        assert_eq!(verdict("signed-empty.json"), Ok(()));
+        assert_eq!(verdict("forged.json"), Err(BundleError::BadSignature));
+        assert_eq!(verdict("unsigned.json"), Err(BundleError::Unsigned));
+        assert_eq!(
+            verdict("malformed-signature.json"),
+            Err(BundleError::MalformedSignature)
+        );
+    }
+
     #[test]
     fn only_newer_generations_of_the_same_target_are_admissible() {
         assert!(admissible(&bundle(1), None, None).is_ok());
