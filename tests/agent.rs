@@ -1676,6 +1676,9 @@ fn the_agent_api_over_tls_is_trusted_only_with_its_ca() {
         "--agent-seen",
         seen.as_str(),
     ];
+    // Connections stalled before their handshake (more than the agent holds) take no room
+    // from an authorised client.
+    let stalled_handshakes = stalled(&agent.url, 300, b"");
     // Trusting the CA: the agent answers over TLS (it pulls the bundle on its own interval).
     let doc = wait_for(Duration::from_secs(30), || {
         let (code, doc, _) = berth_status(&spec, &with_ca, None);
@@ -1717,6 +1720,7 @@ fn the_agent_api_over_tls_is_trusted_only_with_its_ca() {
         (code, &doc["edge"][0]["state"]),
         (1, &Value::from("unauthorized"))
     );
+    drop(stalled_handshakes);
 }
 
 /// Live processes whose command line contains `needle`.
