@@ -205,13 +205,17 @@ impl Cluster {
         // followed by the layer that records what it put in the header.
         let auth = config.auth_layer().map_err(|e| failed(e.to_string()))?;
         let mut anonymous = config;
-        let user = &mut anonymous.auth_info;
-        user.token = None;
-        user.token_file = None;
-        user.username = None;
-        user.password = None;
-        user.exec = None;
-        user.auth_provider = None;
+        // Without a header to set (no credentials, or an exec plugin that returns a client
+        // certificate, which kube's TLS set-up asks it for), kube's config is kept whole.
+        if auth.is_some() {
+            let user = &mut anonymous.auth_info;
+            user.token = None;
+            user.token_file = None;
+            user.username = None;
+            user.password = None;
+            user.exec = None;
+            user.auth_provider = None;
+        }
         let record = tower::util::MapRequestLayer::new(
             move |request: axum::http::Request<kube::client::Body>| {
                 if let Some(value) = request
