@@ -127,7 +127,14 @@ impl State {
         };
         std::fs::create_dir_all(dir).map_err(|e| unusable(e.to_string()))?;
         // redb asserts on some damaged files instead of returning an error: a panic while
-        // opening is a corrupt file too (the panic hook still prints its line).
+        // opening is a corrupt file too. The panic hook is silenced meanwhile (one opener at
+        // a time), so the user reads the error, not a panic and its backtrace.
+        static HOOK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let serial = HOOK
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
         let opened =
             std::panic::catch_unwind(|| -> std::result::Result<Database, Box<redb::Error>> {
                 let db = Database::create(&path).map_err(boxed)?;
@@ -139,6 +146,8 @@ impl State {
                 tx.commit().map_err(boxed)?;
                 Ok(db)
             });
+        std::panic::set_hook(hook);
+        drop(serial);
         let corrupt = |message: String| StateError::Corrupt {
             path: path.display().to_string(),
             message,
