@@ -1676,6 +1676,9 @@ fn the_agent_api_over_tls_is_trusted_only_with_its_ca() {
         "--agent-seen",
         seen.as_str(),
     ];
+    // Connections stalled before their handshake (more than the agent holds) take no room
+    // from an authorised client.
+    let stalled_handshakes = stalled(&agent.url, 300, b"");
     // Trusting the CA: the agent answers over TLS (it pulls the bundle on its own interval).
     let doc = wait_for(Duration::from_secs(30), || {
         let (code, doc, _) = berth_status(&spec, &with_ca, None);
@@ -1717,6 +1720,7 @@ fn the_agent_api_over_tls_is_trusted_only_with_its_ca() {
         (code, &doc["edge"][0]["state"]),
         (1, &Value::from("unauthorized"))
     );
+    drop(stalled_handshakes);
 }
 
 /// Live processes whose command line contains `needle`.
@@ -1792,4 +1796,239 @@ fn kill_9_mid_reconcile_leaves_no_orphan_and_no_double() {
         (after.len() == 10).then_some(after)
     });
     assert!(after.iter().all(|p| !before.contains(p)));
+}
+
+// ------------------------------------------------------------------ hostile input (issue 17)
+
+/// Opens `n` connections to the agent's `host:port` that send `partial` and then nothing.
+fn stalled(url: &str, n: usize, partial: &[u8]) -> Vec<TcpStream> {
+    let host = url
+        .trim_start_matches("http://")
+        .trim_start_matches("https://");
+    (0..n)
+        .map(|_| {
+            let mut s = TcpStream::connect(host).expect("connect");
+            s.write_all(partial).expect("send the start");
+            s
+        })
+        .collect()
+}
+
+/// Reads until the server closes `stream` (at most `limit`): what it sent, and how long it
+/// took. Panics if it is still open after `limit`.
+fn until_closed(stream: &mut TcpStream, limit: Duration) -> (String, Duration) {
+    let started = Instant::now();
+    stream.set_read_timeout(Some(limit)).expect("timeout");
+    let mut got = Vec::new();
+    match stream.read_to_end(&mut got) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("still open after {limit:?}: {e}"),
+    }
+    (
+        String::from_utf8_lossy(&got).into_owned(),
+        started.elapsed(),
+    )
+}
+
+/// An agent running generation 1 of a one-workload bundle read from a file.
+fn running_agent(fixture: &Fixture) -> (AgentProc, PathBuf) {
+    let served = fixture.store_dir();
+    publish(
+        &served,
+        &bundle(1, vec![workload("a", "sleep 1000")]).sign(&fixture.keys.secret),
+    );
+    let source = served.join("site.bundle.json");
+    let agent = AgentProc::start(
+        &fixture.root().join("state"),
+        &fixture.keys.public,
+        &source.display().to_string(),
+        &[],
+    );
+    agent.wait_for_workload("a", "running", Duration::from_secs(20));
+    (agent, served)
+}
+
+#[test]
+fn slow_and_idle_connections_cannot_lock_out_an_authorised_client() {
+    let fixture = Fixture::new();
+    let (agent, _) = running_agent(&fixture);
+    // More connections than the agent holds, all from this address: slow-loris requests that
+    // never finish their headers, and connections that never send a byte.
+    let loris = stalled(&agent.url, 300, b"GET /v1/status HTTP/1.1\r\nhost: x\r\n");
+    let mut silent = stalled(&agent.url, 40, b"");
+    for _ in 0..3 {
+        assert_eq!(agent.status()["generation"], 1);
+    }
+    // An authorised body that stalls: refused when its time is up.
+    let host = agent.url.trim_start_matches("http://").to_string();
+    let mut slow_body = TcpStream::connect(&host).expect("connect");
+    write!(
+        slow_body,
+        "POST /v1/telemetry/ack HTTP/1.1\r\nhost: {host}\r\nauthorization: Bearer {TOKEN}\r\n\
+         content-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"thr"
+    )
+    .expect("send");
+    // A connection that never sends its headers is closed once its time is up.
+    let last = silent.last_mut().expect("a connection");
+    let (_, waited) = until_closed(last, Duration::from_secs(30));
+    assert!(waited >= Duration::from_secs(5), "closed after {waited:?}");
+    let (answer, _) = until_closed(&mut slow_body, Duration::from_secs(30));
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+
+    // Too large a body is refused at once, from its declared length.
+    let mut big = TcpStream::connect(&host).expect("connect");
+    write!(
+        big,
+        "POST /v1/telemetry/ack HTTP/1.1\r\nhost: {host}\r\nauthorization: Bearer {TOKEN}\r\n\
+         content-length: 1048576\r\nconnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let (answer, _) = until_closed(&mut big, Duration::from_secs(10));
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    // A wrong token is refused, logged, and never quoted back.
+    assert_eq!(agent.get("/v1/status", Some("guess-0451")).0, 401);
+
+    let log = wait_for(Duration::from_secs(10), || {
+        let log = agent.stderr.lock().expect("stderr").clone();
+        log.contains("wrong bearer token").then_some(log)
+    });
+    for expected in [
+        "closed to make room",
+        "no complete request headers within 10 s",
+        "the body did not arrive within 10 s",
+        "the body is larger than 65536 bytes",
+        "request refused: GET /v1/status from 127.0.0.1:",
+    ] {
+        assert!(log.contains(expected), "{expected}: {log}");
+    }
+    assert!(!log.contains("guess-0451") && !log.contains(TOKEN), "{log}");
+    drop(loris);
+}
+
+#[test]
+fn refusals_are_logged_malformed_is_not_unsigned_and_an_accepted_bundle_clears_them() {
+    let fixture = Fixture::new();
+    let (agent, served) = running_agent(&fixture);
+    let secret = &fixture.keys.secret;
+    let evil = || bundle(2, vec![workload("evil", "sleep 1000")]).sign(secret);
+    let mut malformed = evil();
+    malformed.signature = "ed25519:not-hex".into();
+    let mut unsigned = evil();
+    unsigned.signature = String::new();
+    for (bad, why) in [
+        (malformed, "the signature is malformed"),
+        (unsigned, "the bundle is unsigned"),
+    ] {
+        publish(&served, &bad);
+        agent.sync();
+        let status = wait_for(Duration::from_secs(10), || {
+            let s = agent.status();
+            let rejection = s["source"]["last_rejection"].as_str().unwrap_or_default();
+            rejection.starts_with(why).then_some(s)
+        });
+        assert!(status["source"]["last_rejection_ms"].as_u64().is_some());
+        assert_eq!(status["generation"], 1);
+    }
+    // Larger than a bundle may be: refused without being read whole.
+    let huge = vec![b' '; (16 << 20) + 1];
+    std::fs::write(served.join("site.bundle.json"), huge).expect("write");
+    agent.sync();
+    wait_for(Duration::from_secs(10), || {
+        let s = agent.status();
+        s["source"]["last_rejection"]
+            .as_str()
+            .is_some_and(|r| r.contains("larger than 16777216 bytes"))
+            .then_some(())
+    });
+    // A good bundle: accepted, and the refusal is history.
+    publish(
+        &served,
+        &bundle(2, vec![workload("b", "sleep 1000")]).sign(secret),
+    );
+    agent.sync();
+    let status = agent.wait_for_workload("b", "running", Duration::from_secs(20));
+    assert_eq!(status["source"]["last_rejection"], Value::Null);
+    assert_eq!(status["source"]["last_rejection_ms"], Value::Null);
+    let log = agent.stderr.lock().expect("stderr").clone();
+    for expected in [
+        "bundle refused: the signature is malformed",
+        "bundle refused: the bundle is unsigned",
+        "bundle refused: the bundle is larger than 16777216 bytes",
+        "generation 1 keeps running",
+        "bundle accepted: generation 2",
+    ] {
+        assert!(log.contains(expected), "{expected}: {log}");
+    }
+}
+
+#[test]
+fn a_truncated_state_database_is_moved_aside_and_the_bundle_fetched_again() {
+    let fixture = Fixture::new();
+    let (mut agent, served) = running_agent(&fixture);
+    agent.terminate();
+    let state = fixture.root().join("state");
+    let database = state.join("agent.redb");
+    let bytes = std::fs::read(&database).expect("the database");
+    let truncated = &bytes[..bytes.len() / 2];
+    std::fs::write(&database, truncated).expect("truncate");
+
+    let agent = AgentProc::start(
+        &state,
+        &fixture.keys.public,
+        &served.join("site.bundle.json").display().to_string(),
+        &[],
+    );
+    let status = agent.wait_for_workload("a", "running", Duration::from_secs(20));
+    assert_eq!(status["generation"], 1);
+    let aside: Vec<PathBuf> = std::fs::read_dir(&state)
+        .expect("state dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.display().to_string().contains("agent.redb.corrupt-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert_eq!(std::fs::read(&aside[0]).expect("kept"), truncated);
+    let log = agent.stderr.lock().expect("stderr").clone();
+    assert!(log.contains("the state database is corrupt"), "{log}");
+    assert!(!log.contains("panicked"), "the store's panic was shown: {log}");
+    assert!(
+        log.contains(&format!("moved it aside to `{}`", aside[0].display())),
+        "{log}"
+    );
+    let mut cursor = 0;
+    let events = drain_telemetry(&agent, &mut cursor);
+    assert!(
+        events.iter().any(|e| e["kind"] == "state_recovered"),
+        "{events:#?}"
+    );
+}
+
+#[test]
+fn an_artifact_larger_than_the_cache_budget_is_not_downloaded_past_it() {
+    let fixture = Fixture::new();
+    let (root, keys) = (fixture.root(), &fixture.keys);
+    let served = fixture.store_dir();
+    let (_, digest) = serve_model(&served, 3 << 20);
+    let store = Store::start(&served, None);
+    let w = with_model(workload("big", "sleep 100"), store.url("model.bin"), digest);
+    publish(&served, &bundle(1, vec![w]).sign(&keys.secret));
+    let state = root.join("state");
+    let agent = AgentProc::start(
+        &state,
+        &keys.public,
+        &store.url("site.bundle.json"),
+        &["--cache-budget", "1000000"],
+    );
+    let status = agent.wait_for_workload("big", "blocked", Duration::from_secs(20));
+    let reason = status["workloads"][0]["reason"].as_str().expect("reason");
+    assert!(
+        reason.contains("is larger than the cache budget of 1000000 bytes"),
+        "{reason}"
+    );
+    // Nothing of it is kept: no partial download waits to be resumed.
+    let partial = state.join("cache").join("partial");
+    let left: Vec<_> = std::fs::read_dir(&partial)
+        .map(|d| d.map(|e| e.expect("entry").path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
 }

@@ -470,3 +470,78 @@ fn json_output_is_one_document_and_a_spec_directory_is_planned_on_the_spot() {
     assert_eq!(code, 0, "{err}");
     assert!(out_dir.join("fra-gpu-prod/ml.yaml").is_file(), "{err}");
 }
+
+/// A kubeconfig for the setup's two clusters whose one user is `user` (YAML under `user:`).
+fn kubeconfig_with_user(s: &Setup, user: &str) -> String {
+    let mut text = String::from("apiVersion: v1\nkind: Config\nclusters:\n");
+    for (context, server) in [("fra-gpu-prod", &s.prod), ("eks-gpu-burst", &s.burst)] {
+        text.push_str(&format!(
+            "- name: {context}\n  cluster:\n    server: {}\n",
+            server.url()
+        ));
+    }
+    text.push_str(&format!("users:\n- name: u\n  user:\n{user}contexts:\n"));
+    for context in ["fra-gpu-prod", "eks-gpu-burst"] {
+        text.push_str(&format!(
+            "- name: {context}\n  context:\n    cluster: {context}\n    user: u\n"
+        ));
+    }
+    text.push_str("current-context: fra-gpu-prod\n");
+    text
+}
+
+#[test]
+fn credentials_from_every_source_are_redacted_when_a_server_quotes_them() {
+    let s = Setup::new();
+    s.prod.quote_authorization();
+    s.burst.quote_authorization();
+    let dir = s.dir.path();
+    std::fs::write(dir.join("token"), "file-token-5d2c9a").expect("token file");
+    let plugin = dir.join("plugin.sh");
+    std::fs::write(
+        &plugin,
+        "#!/bin/sh\necho '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\
+         \"kind\":\"ExecCredential\",\"status\":{\"token\":\"exec-token-91ab3\"}}'\n",
+    )
+    .expect("plugin");
+    std::fs::set_permissions(&plugin, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let cases = [
+        (
+            "tokenFile",
+            format!("    tokenFile: {}\n", dir.join("token").display()),
+            vec!["file-token-5d2c9a"],
+        ),
+        (
+            "exec",
+            format!(
+                "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      \
+                 command: {}\n      interactiveMode: Never\n",
+                plugin.display()
+            ),
+            vec!["exec-token-91ab3"],
+        ),
+        (
+            "basic",
+            "    username: ops\n    password: basic-pass-77f1\n".to_string(),
+            // `ops:basic-pass-77f1` in base64, as the header carries it.
+            vec!["basic-pass-77f1", "b3BzOmJhc2ljLXBhc3MtNzdmMQ=="],
+        ),
+    ];
+    for (source, user, secrets) in cases {
+        std::fs::write(dir.join("kubeconfig"), kubeconfig_with_user(&s, &user))
+            .expect("kubeconfig");
+        let (code, out, err) = s.apply(&[]);
+        assert_ne!(code, 0, "{source}");
+        assert!(
+            err.contains("Authorization: ") && err.contains("[redacted]"),
+            "{source}: the server's quote is not shown: {err}"
+        );
+        for secret in secrets {
+            assert!(
+                !out.contains(secret) && !err.contains(secret),
+                "{source}: `{secret}` in the output:\n{out}\n{err}"
+            );
+        }
+    }
+}

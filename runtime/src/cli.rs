@@ -87,6 +87,24 @@ pub fn main() -> i32 {
     exit.code()
 }
 
+/// The agent's log on stderr (`tracing`), one line per event: berth's own events at `info`
+/// and above (bundles accepted and refused, HTTP requests refused, a corrupt state database
+/// recovered); the libraries' events are left out. Not colored, so it reads the same in a
+/// journal and a terminal.
+fn agent_logs() {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let ours = tracing_subscriber::filter::Targets::new()
+        .with_target("berth_runtime", tracing::Level::INFO);
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(io::stderr)
+        .with_target(false)
+        .with_filter(ours);
+    // Already set (the command line run twice in one process, as tests do): keep it.
+    let _ = tracing_subscriber::registry().with(layer).try_init();
+}
+
 /// Runs the command line `args` (program name first), printing to `out` and `err`.
 pub fn run(
     args: impl IntoIterator<Item = impl Into<OsString> + Clone>,
@@ -146,7 +164,10 @@ fn dispatch(command: Command, ui: &mut Ui<'_>) -> io::Result<Exit> {
             commands::fmt::run_paths(&paths, mode, ui)
         }
         Command::Keys(command) => commands::keys::run(command, ui),
-        Command::Agent(args) => commands::agent::run(args, ui),
+        Command::Agent(args) => {
+            agent_logs();
+            commands::agent::run(args, ui)
+        }
         Command::Lsp => Ok(crate::lsp::main()),
         Command::Render(args) => commands::render::run(&args, ui),
         Command::Apply(args) => commands::apply::run(&args, ui),

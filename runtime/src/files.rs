@@ -24,6 +24,16 @@ pub use output::IoProblem;
 /// The extension of berth sources.
 pub const SOURCE_EXTENSION: &str = "berth";
 
+/// The largest plan file `verify`, `apply` and the other commands that take a saved plan
+/// read (docs/cli.md): far above any real plan (a 10,000-workload plan is a few MiB), and
+/// refused before it is read whole.
+pub const MAX_PLAN_BYTES: usize = 64 << 20;
+
+/// Reads a saved plan's text: at most [`MAX_PLAN_BYTES`], UTF-8.
+pub fn read_plan_file(path: &Path) -> Result<String, LoadError> {
+    read_source(path, MAX_PLAN_BYTES)
+}
+
 /// Why a source could not be found or read. Every variant names the path.
 #[derive(Debug, Error)]
 pub enum LoadError {

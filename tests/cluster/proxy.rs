@@ -88,9 +88,8 @@ impl FaultProxy {
             .expect("bind proxy");
         let port = tcp.local_addr().expect("addr").port();
         let app = Router::new().fallback(forward).with_state(shared.clone());
-        let listener = berth_runtime::agent::tls::TlsListener::new(tcp, config);
         let task = rt.spawn(async move {
-            let _ = axum::serve(listener, app).await;
+            let _ = berth_runtime::agent::api::serve_router(tcp, Some(config), app).await;
         });
         FaultProxy { port, shared, task }
     }

@@ -164,6 +164,9 @@ impl Store {
 struct Shared {
     store: Mutex<Store>,
     token: String,
+    /// Answer every request with 422 quoting its `Authorization` header (a server that
+    /// echoes credentials in its errors).
+    quote_authorization: std::sync::atomic::AtomicBool,
 }
 
 /// One test cluster: an API server on 127.0.0.1 with its own runtime.
@@ -196,6 +199,7 @@ impl TestServer {
         let shared = Arc::new(Shared {
             store: Mutex::new(Store::new()),
             token: token.to_string(),
+            quote_authorization: std::sync::atomic::AtomicBool::new(false),
         });
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
@@ -214,6 +218,14 @@ impl TestServer {
 
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// From now on, every request is answered 422 with its `Authorization` header quoted in
+    /// the message, whatever credential it carries.
+    pub fn quote_authorization(&self) {
+        self.shared
+            .quote_authorization
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn store(&self) -> MutexGuard<'_, Store> {
@@ -511,6 +523,17 @@ async fn handle(
     };
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
+    }
+    if shared
+        .quote_authorization
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        let quoted = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("none");
+        let message = format!("request with `Authorization: {quoted}` is invalid");
+        return status(422, "Invalid", &message, Vec::new());
     }
     let authorized = headers
         .get("authorization")

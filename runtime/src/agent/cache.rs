@@ -33,6 +33,9 @@ pub enum FetchError {
     },
     #[error("cannot fetch `{uri}`: {message}")]
     Fetch { uri: String, message: String },
+    /// More bytes than the cache may hold: it could never be kept, so it is not read on.
+    #[error("artifact `{uri}` is larger than the cache budget of {budget} bytes")]
+    TooLarge { uri: String, budget: u64 },
 }
 
 pub struct Cache {
@@ -128,6 +131,10 @@ impl Cache {
                     return Ok((done, true));
                 }
                 Err(e @ FetchError::Unsupported(_)) => return Err(e),
+                Err(e @ FetchError::TooLarge { .. }) => {
+                    let _ = tokio::fs::remove_file(&partial).await;
+                    return Err(e);
+                }
                 Err(e) => last = Some(e),
             }
         }
@@ -172,6 +179,10 @@ impl Cache {
                 message: e.to_string(),
             };
             let mut response = request.send().await.map_err(fetch)?;
+            let too_large = FetchError::TooLarge {
+                uri: uri.to_string(),
+                budget: self.budget,
+            };
             let status = response.status();
             if offset > 0 && status == reqwest::StatusCode::OK {
                 // The server ignored the range: start over.
@@ -184,6 +195,12 @@ impl Cache {
                     message: format!("status {status}"),
                 });
             }
+            if response
+                .content_length()
+                .is_some_and(|n| offset.saturating_add(n) > self.budget)
+            {
+                return Err(too_large);
+            }
             // Hashing and writing run on a blocking thread fed through a bounded channel, so
             // they overlap with receiving. Network chunks are small: they travel in batches
             // of about 1 MiB (no copy, one wake-up per batch), and the file gets 1 MiB
@@ -195,6 +212,7 @@ impl Cache {
             let mut failed = None;
             let mut batch = Vec::new();
             let mut batch_bytes = 0;
+            let mut received = 0u64;
             loop {
                 let chunk = match response.chunk().await {
                     Ok(Some(chunk)) => chunk,
@@ -205,6 +223,11 @@ impl Cache {
                     }
                 };
                 batch_bytes += chunk.len();
+                received += chunk.len() as u64;
+                if offset.saturating_add(received) > self.budget {
+                    failed = Some(too_large);
+                    break;
+                }
                 batch.push(chunk);
                 if batch_bytes >= CHUNK {
                     batch_bytes = 0;
@@ -241,6 +264,12 @@ impl Cache {
                 let n = input.read(&mut buf).await.map_err(io)?;
                 if n == 0 {
                     break;
+                }
+                if offset.saturating_add(n as u64) > self.budget {
+                    return Err(FetchError::TooLarge {
+                        uri: uri.to_string(),
+                        budget: self.budget,
+                    });
                 }
                 hasher.update(&buf[..n]);
                 out.write_all(&buf[..n]).await.map_err(io)?;

@@ -70,6 +70,24 @@ pub struct Config {
     pub gpu_record_interval: Duration,
 }
 
+impl Config {
+    /// An embedded agent in `state_dir` that samples no GPU, with a 1 MiB cache and 1000
+    /// events: what the API's tests and its fuzz target serve from.
+    pub fn minimal(state_dir: PathBuf) -> Config {
+        Config {
+            state_dir,
+            feed: Feed::Embedded,
+            target: None,
+            cache_budget: 1 << 20,
+            max_events: 1000,
+            gpu: GpuChoice::Off,
+            gpu_interval: Duration::from_secs(1),
+            gpu_process_every: 10,
+            gpu_record_interval: Duration::from_secs(60),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct SourceStatus {
     pub address: Option<String>,
@@ -77,7 +95,11 @@ pub struct SourceStatus {
     pub last_success_ms: Option<u64>,
     pub reachable: Option<bool>,
     pub last_error: Option<String>,
+    /// Why the last bundle the source offered was refused; cleared once the source offers
+    /// one that is accepted (or the one already running).
     pub last_rejection: Option<String>,
+    /// When that refusal happened (ms since the Unix epoch).
+    pub last_rejection_ms: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -115,7 +137,17 @@ pub enum AgentError {
 
 impl Agent {
     pub fn open(config: Config) -> Result<Arc<Agent>, AgentError> {
-        let state = Arc::new(State::open(&config.state_dir, config.max_events)?);
+        let (state, recovered) =
+            State::open_or_recover(&config.state_dir, config.max_events, now_ms() / 1000)?;
+        let state = Arc::new(state);
+        if let Some(r) = &recovered {
+            tracing::error!(
+                "the state database is corrupt ({}): moved it aside to `{}` and started with a \
+                 fresh one; the bundle is fetched again from the source",
+                r.reason,
+                r.aside.display()
+            );
+        }
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .build()
@@ -138,7 +170,7 @@ impl Agent {
             Feed::Pull { source, .. } => Some(source.clone()),
             Feed::Embedded => None,
         };
-        Ok(Arc::new(Agent {
+        let agent = Arc::new(Agent {
             state,
             cache,
             client,
@@ -154,7 +186,15 @@ impl Agent {
             sync_now: Notify::new(),
             started: Instant::now(),
             config,
-        }))
+        });
+        if let Some(r) = recovered {
+            agent.record(
+                "state_recovered",
+                None,
+                serde_json::json!({ "moved_aside": r.aside.display().to_string(), "reason": r.reason }),
+            );
+        }
+        Ok(agent)
     }
 
     pub fn current(&self) -> Option<Bundle> {
@@ -244,10 +284,31 @@ impl Agent {
                 status.reachable = Some(true);
                 status.last_error = None;
                 status.last_success_ms = Some(attempt);
-                if let source::Pulled::Changed { bytes, etag } = pulled
-                    && let Err(rejection) = self.admit(&bytes, etag.as_deref(), trust)
-                {
-                    status.last_rejection = Some(rejection);
+                let verdict = match pulled {
+                    source::Pulled::NotModified => None,
+                    source::Pulled::Changed { bytes, etag } => {
+                        Some(self.admit(&bytes, etag.as_deref(), trust))
+                    }
+                    source::Pulled::TooLarge => {
+                        let reason = format!(
+                            "the bundle is larger than {} bytes",
+                            source::MAX_BUNDLE_BYTES
+                        );
+                        Some(Err(self.refuse(reason)))
+                    }
+                };
+                match verdict {
+                    // What the source offers now is what runs: an older refusal is history
+                    // (the `bundle_rejected` event keeps it).
+                    Some(Ok(())) => {
+                        status.last_rejection = None;
+                        status.last_rejection_ms = None;
+                    }
+                    Some(Err(rejection)) => {
+                        status.last_rejection = Some(rejection);
+                        status.last_rejection_ms = Some(attempt);
+                    }
+                    None => {}
                 }
             }
         }
@@ -283,21 +344,33 @@ impl Agent {
                 }
                 Ok(())
             }
-            Ok(Some((signed, offered))) => self.install(&signed.to_bytes(), etag, offered),
+            Ok(Some((signed, offered))) => self
+                .install(&signed.to_bytes(), etag, offered)
+                .inspect_err(|e| tracing::error!("cannot store an accepted bundle: {e}")),
             Err(e) => {
-                let reason = e.to_string();
                 // The same rejected content is not evaluated (nor reported) again.
                 if let Some(etag) = etag {
                     let _ = self.state.set_meta("etag", etag.as_bytes());
                 }
-                self.record(
-                    "bundle_rejected",
-                    None,
-                    serde_json::json!({ "reason": reason, "held": held.map(|h| h.generation) }),
-                );
-                Err(reason)
+                Err(self.refuse(e.to_string()))
             }
         }
+    }
+
+    /// Reports a refused bundle: a line on stderr and a `bundle_rejected` event. Returns the
+    /// reason.
+    fn refuse(&self, reason: String) -> String {
+        let held = self.current().map(|h| h.generation);
+        match held {
+            Some(g) => tracing::warn!("bundle refused: {reason}; generation {g} keeps running"),
+            None => tracing::warn!("bundle refused: {reason}"),
+        }
+        self.record(
+            "bundle_rejected",
+            None,
+            serde_json::json!({ "reason": reason, "held": held }),
+        );
+        reason
     }
 
     /// Stores `bundle` as the one to run (with its bytes as published) and its event, in one
@@ -321,6 +394,11 @@ impl Agent {
         self.state
             .accept_bundle(stored, etag, event, now_ms())
             .map_err(|e| e.to_string())?;
+        tracing::info!(
+            "bundle accepted: generation {} of target `{}`",
+            bundle.generation,
+            bundle.target
+        );
         if let Ok(mut current) = self.current.lock() {
             *current = Some(bundle);
         }

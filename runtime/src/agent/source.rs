@@ -3,6 +3,11 @@
 //! content hash stands in for the ETag.
 
 use sha2::{Digest, Sha256};
+use tokio::io::AsyncReadExt;
+
+/// The largest bundle the agent reads (docs/agent.md): a bundle lists one target's workloads,
+/// kilobytes in practice; anything past this is refused before it is all read.
+pub const MAX_BUNDLE_BYTES: u64 = 16 << 20;
 
 pub enum Pulled {
     NotModified,
@@ -10,6 +15,8 @@ pub enum Pulled {
         bytes: Vec<u8>,
         etag: Option<String>,
     },
+    /// The source offers more than [`MAX_BUNDLE_BYTES`]: refused, not read to the end.
+    TooLarge,
 }
 
 /// Fetches `source` unless it still has `etag`. The error is for status ("connection
@@ -33,21 +40,38 @@ pub async fn pull(
         if !response.status().is_success() {
             return Err(format!("status {}", response.status()));
         }
+        if response
+            .content_length()
+            .is_some_and(|n| n > MAX_BUNDLE_BYTES)
+        {
+            return Ok(Pulled::TooLarge);
+        }
         let etag = response
             .headers()
             .get("etag")
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        let bytes = response.bytes().await.map_err(|e| describe(&e))?;
-        Ok(Pulled::Changed {
-            bytes: bytes.to_vec(),
-            etag,
-        })
+        let mut response = response;
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| describe(&e))? {
+            if (bytes.len() + chunk.len()) as u64 > MAX_BUNDLE_BYTES {
+                return Ok(Pulled::TooLarge);
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(Pulled::Changed { bytes, etag })
     } else {
         let path = source.strip_prefix("file://").unwrap_or(source);
-        let bytes = tokio::fs::read(path)
+        let cannot = |e: std::io::Error| format!("cannot read `{path}`: {e}");
+        let file = tokio::fs::File::open(path).await.map_err(cannot)?;
+        let mut bytes = Vec::new();
+        file.take(MAX_BUNDLE_BYTES + 1)
+            .read_to_end(&mut bytes)
             .await
-            .map_err(|e| format!("cannot read `{path}`: {e}"))?;
+            .map_err(cannot)?;
+        if bytes.len() as u64 > MAX_BUNDLE_BYTES {
+            return Ok(Pulled::TooLarge);
+        }
         let tag = format!(
             "\"sha256:{}\"",
             berth_compiler::plan::hex(&Sha256::digest(&bytes))

@@ -15,14 +15,42 @@ const EVENTS: TableDefinition<'static, u64, &[u8]> = TableDefinition::new("event
 const PROCESSES: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("processes");
 const ARTIFACTS: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("artifacts");
 
+/// Why the state database could not be used.
 #[derive(Debug, thiserror::Error)]
-#[error("agent state: {0}")]
-pub struct StateError(String);
+pub enum StateError {
+    /// Another process holds the database's lock.
+    #[error("the state database `{path}` is in use by another process")]
+    Busy { path: String },
+    /// The file is there but is not a readable database (truncated, overwritten, …).
+    #[error("the state database `{path}` is corrupt: {message}")]
+    Corrupt { path: String, message: String },
+    /// The file or its directory cannot be read or written (permissions, a full disk, …).
+    #[error("cannot open the state database `{path}`: {message}")]
+    Unusable { path: String, message: String },
+    /// A read or write of an open database failed.
+    #[error("agent state: {0}")]
+    Store(String),
+}
 
 impl<E: Into<redb::Error>> From<E> for StateError {
     fn from(e: E) -> Self {
-        StateError(e.into().to_string())
+        StateError::Store(e.into().to_string())
     }
+}
+
+/// redb's errors are large: boxed where they are kept.
+fn boxed<E: Into<redb::Error>>(e: E) -> Box<redb::Error> {
+    Box::new(e.into())
+}
+
+/// The database file of a state directory.
+pub const DATABASE: &str = "agent.redb";
+
+/// A corrupt database moved aside by [`State::open_or_recover`].
+#[derive(Debug)]
+pub struct Recovered {
+    pub aside: std::path::PathBuf,
+    pub reason: String,
 }
 
 pub type Result<T> = std::result::Result<T, StateError>;
@@ -88,20 +116,98 @@ fn u64_of(bytes: Option<&[u8]>) -> u64 {
 impl State {
     /// Opens (or creates) the database in `dir`. `max_events` bounds the telemetry buffer
     /// whatever the workloads' durations allow.
+    ///
+    /// A file that is not a readable database is [`StateError::Corrupt`] (never a panic):
+    /// the caller decides what to do with it ([`State::open_or_recover`]).
     pub fn open(dir: &Path, max_events: u64) -> Result<State> {
-        std::fs::create_dir_all(dir).map_err(|e| StateError(e.to_string()))?;
-        let db = Database::create(dir.join("agent.redb"))?;
-        let tx = db.begin_write()?;
-        tx.open_table(META)?;
-        tx.open_table(EVENTS)?;
-        tx.open_table(PROCESSES)?;
-        tx.open_table(ARTIFACTS)?;
-        tx.commit()?;
-        Ok(State {
-            db,
-            max_events,
-            last_sweep_ms: std::sync::atomic::AtomicU64::new(0),
+        let path = dir.join(DATABASE);
+        let unusable = |message: String| StateError::Unusable {
+            path: path.display().to_string(),
+            message,
+        };
+        std::fs::create_dir_all(dir).map_err(|e| unusable(e.to_string()))?;
+        // redb asserts on some damaged files instead of returning an error: a panic while
+        // opening is a corrupt file too. The panic hook is silenced meanwhile (one opener at
+        // a time), so the user reads the error, not a panic and its backtrace.
+        static HOOK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let serial = HOOK
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let opened =
+            std::panic::catch_unwind(|| -> std::result::Result<Database, Box<redb::Error>> {
+                let db = Database::create(&path).map_err(boxed)?;
+                let tx = db.begin_write().map_err(boxed)?;
+                for table in [META, PROCESSES, ARTIFACTS] {
+                    tx.open_table(table).map_err(boxed)?;
+                }
+                tx.open_table(EVENTS).map_err(boxed)?;
+                tx.commit().map_err(boxed)?;
+                Ok(db)
+            });
+        std::panic::set_hook(hook);
+        drop(serial);
+        let corrupt = |message: String| StateError::Corrupt {
+            path: path.display().to_string(),
+            message,
+        };
+        let error = match opened {
+            Ok(Ok(db)) => {
+                return Ok(State {
+                    db,
+                    max_events,
+                    last_sweep_ms: std::sync::atomic::AtomicU64::new(0),
+                });
+            }
+            Ok(Err(e)) => *e,
+            Err(panic) => {
+                let message = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "the store could not read it".into());
+                return Err(corrupt(message));
+            }
+        };
+        Err(match error {
+            redb::Error::DatabaseAlreadyOpen => StateError::Busy {
+                path: path.display().to_string(),
+            },
+            redb::Error::Io(e) if e.kind() != std::io::ErrorKind::UnexpectedEof => {
+                unusable(e.to_string())
+            }
+            e @ redb::Error::UpgradeRequired(_) => unusable(e.to_string()),
+            e => corrupt(e.to_string()),
         })
+    }
+
+    /// Opens the database in `dir`; one that is corrupt is moved aside to
+    /// `agent.redb.corrupt-SECONDS` (kept, never deleted: it may be wanted for a post-mortem)
+    /// and a fresh one is created in its place. Returns the state and, after a recovery, the
+    /// file moved aside and why it was.
+    pub fn open_or_recover(
+        dir: &Path,
+        max_events: u64,
+        now_s: u64,
+    ) -> Result<(State, Option<Recovered>)> {
+        let reason = match State::open(dir, max_events) {
+            Err(StateError::Corrupt { message, .. }) => message,
+            other => return other.map(|state| (state, None)),
+        };
+        let path = dir.join(DATABASE);
+        let mut aside = dir.join(format!("{DATABASE}.corrupt-{now_s}"));
+        let mut n = 1;
+        while aside.exists() {
+            aside = dir.join(format!("{DATABASE}.corrupt-{now_s}-{n}"));
+            n += 1;
+        }
+        std::fs::rename(&path, &aside).map_err(|e| StateError::Unusable {
+            path: path.display().to_string(),
+            message: format!("it is corrupt ({reason}) and cannot be moved aside: {e}"),
+        })?;
+        let state = State::open(dir, max_events)?;
+        Ok((state, Some(Recovered { aside, reason })))
     }
 
     pub fn meta(&self, key: &str) -> Result<Option<Vec<u8>>> {
@@ -192,7 +298,7 @@ impl State {
             },
             keep_until_ms: now_ms.saturating_add(event.keep_ns / 1_000_000),
         };
-        let bytes = serde_json::to_vec(&stored).map_err(|e| StateError(e.to_string()))?;
+        let bytes = serde_json::to_vec(&stored).map_err(|e| StateError::Store(e.to_string()))?;
         events.insert(seq, bytes.as_slice())?;
         meta.insert("next_seq", (seq + 1).to_le_bytes().as_slice())?;
         Ok(seq)
@@ -259,7 +365,8 @@ impl State {
     ) -> Result<()> {
         let tx = self.db.begin_write()?;
         {
-            let bytes = serde_json::to_vec(&record).map_err(|e| StateError(e.to_string()))?;
+            let bytes =
+                serde_json::to_vec(&record).map_err(|e| StateError::Store(e.to_string()))?;
             tx.open_table(PROCESSES)?.insert(key, bytes.as_slice())?;
         }
         self.append_in(&tx, event, now_ms)?;
@@ -312,7 +419,8 @@ impl State {
             let mut table = tx.open_table(table)?;
             match record {
                 Some(r) => {
-                    let bytes = serde_json::to_vec(&r).map_err(|e| StateError(e.to_string()))?;
+                    let bytes =
+                        serde_json::to_vec(&r).map_err(|e| StateError::Store(e.to_string()))?;
                     table.insert(key, bytes.as_slice())?;
                 }
                 None => {
@@ -354,6 +462,35 @@ mod tests {
         // Reopened: sequence numbers go on, never reused.
         let state = State::open(dir.path(), 3).expect("reopen");
         assert_eq!(state.record(event(u64::MAX), 2000).expect("record"), 6);
+    }
+
+    #[test]
+    fn a_truncated_database_is_an_error_and_is_moved_aside_then_replaced() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let state = State::open(dir.path(), 100).expect("open");
+        state.set_meta("bundle", &[7; 4096]).expect("write");
+        drop(state);
+        let path = dir.path().join(DATABASE);
+        let bytes = std::fs::read(&path).expect("read");
+        for keep in [0, 100, 512, 4096, bytes.len() / 2, bytes.len() - 1] {
+            std::fs::write(&path, &bytes[..keep.min(bytes.len())]).expect("truncate");
+            match State::open(dir.path(), 100) {
+                Err(StateError::Corrupt { .. }) => {}
+                // An empty file or a header-only one is a fresh database to redb.
+                Ok(_) if keep == 0 => {}
+                Ok(state) => assert!(state.meta("bundle").is_ok(), "{keep}"),
+                Err(e) => panic!("truncated to {keep}: {e}"),
+            }
+        }
+        std::fs::write(&path, &bytes[..bytes.len() / 2]).expect("truncate");
+        let (state, recovered) = State::open_or_recover(dir.path(), 100, 1234).expect("recover");
+        let recovered = recovered.expect("moved aside");
+        assert_eq!(recovered.aside, dir.path().join("agent.redb.corrupt-1234"));
+        assert_eq!(
+            std::fs::read(&recovered.aside).expect("kept"),
+            &bytes[..bytes.len() / 2]
+        );
+        assert_eq!(state.meta("bundle").expect("read"), None);
     }
 
     #[test]

@@ -1,25 +1,15 @@
 //! TLS for the agent's API (`berth agent --tls-cert --tls-key`): rustls with ring, a PEM
 //! certificate chain and key, HTTP/1.1 offered by ALPN.
 //!
-//! Handshakes run in their own tasks, with a time limit, so a client that stalls in its
-//! handshake holds up no one else; only finished connections reach the HTTP server.
+//! Handshakes run in each connection's own task, with a time limit, and count against the
+//! same connection bounds as plain HTTP ([`super::api`]), so a client that stalls in its
+//! handshake holds up no one else.
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
-use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::{self, ServerConfig};
-use tokio_rustls::server::TlsStream;
-
-/// How long a client may take to finish its handshake.
-const HANDSHAKE: Duration = Duration::from_secs(10);
-/// Finished handshakes waiting for the server to take them.
-const READY: usize = 64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -57,56 +47,4 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, TlsEr
         .map_err(|e| TlsError::Config(e.to_string()))?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
-}
-
-/// A TCP listener whose connections are TLS streams, for `axum::serve`.
-pub struct TlsListener {
-    tcp: TcpListener,
-    acceptor: TlsAcceptor,
-    finished: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-}
-
-impl TlsListener {
-    pub fn new(tcp: TcpListener, config: Arc<ServerConfig>) -> TlsListener {
-        let (finished, ready) = mpsc::channel(READY);
-        TlsListener {
-            tcp,
-            acceptor: TlsAcceptor::from(config),
-            finished,
-            ready,
-        }
-    }
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            tokio::select! {
-                Some(done) = self.ready.recv() => return done,
-                accepted = self.tcp.accept() => match accepted {
-                    Ok((stream, address)) => {
-                        let (acceptor, finished) = (self.acceptor.clone(), self.finished.clone());
-                        tokio::spawn(async move {
-                            // A failed or stalled handshake is the client's problem: dropped.
-                            if let Ok(Ok(tls)) =
-                                tokio::time::timeout(HANDSHAKE, acceptor.accept(stream)).await
-                            {
-                                let _ = finished.send((tls, address)).await;
-                            }
-                        });
-                    }
-                    // Out of file descriptors and the like: wait rather than spin.
-                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-                },
-            }
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        self.tcp.local_addr()
-    }
 }

@@ -1,7 +1,8 @@
 //! `berth agent`: the edge agent ([`crate::agent`]) run in the foreground, its API served
 //! over HTTP or TLS, until SIGTERM or SIGINT.
 
-use crate::agent::{Agent, Config, Feed, GpuChoice, api, tls};
+use crate::agent::state::StateError;
+use crate::agent::{Agent, AgentError, Config, Feed, GpuChoice, api, tls};
 use crate::backends::edge::bundle::keys;
 use crate::report::{Exit, Ui};
 use crate::tasks::{async_runtime, shutdown_signal};
@@ -132,7 +133,17 @@ pub fn run(args: AgentArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         let agent = match Agent::open(config) {
             Ok(agent) => agent,
             Err(e) => {
-                ui.problem(&e, Some("is another agent using this --state directory?"))?;
+                let hint = match &e {
+                    AgentError::State(StateError::Busy { .. }) => {
+                        "another agent is using this --state directory: stop it, or give this \
+                         one its own directory"
+                    }
+                    AgentError::State(StateError::Unusable { .. }) => {
+                        "check the permissions and free space of the --state directory"
+                    }
+                    _ => "",
+                };
+                ui.problem(&e, (!hint.is_empty()).then_some(hint))?;
                 return Ok(Exit::Trouble);
             }
         };
@@ -144,20 +155,8 @@ pub fn run(args: AgentArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
             }
         };
         let address = listener.local_addr()?;
-        let (api, scheme) = match tls {
-            Some(config) => (
-                tokio::spawn(api::serve(
-                    tls::TlsListener::new(listener, config),
-                    agent.clone(),
-                    token,
-                )),
-                "https",
-            ),
-            None => (
-                tokio::spawn(api::serve(listener, agent.clone(), token)),
-                "http",
-            ),
-        };
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let api = tokio::spawn(api::serve(listener, tls, agent.clone(), token));
         let run = tokio::spawn(agent.clone().run(shutdown_signal()));
         // Give the GPU probe a moment to report what it found.
         tokio::time::sleep(Duration::from_millis(50)).await;

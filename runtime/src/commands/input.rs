@@ -249,7 +249,7 @@ pub fn load_input(args: &PlanInputArgs) -> Result<Result<PlanInput, Refusal>, In
 
 /// Reads a saved plan strictly ([`plan::from_json`]: unknown fields are refused).
 pub fn read_plan(path: &Path) -> Result<Plan, InputProblem> {
-    let text = std::fs::read_to_string(path).map_err(|e| InputProblem::ReadPlan {
+    let text = crate::files::read_plan_file(path).map_err(|e| InputProblem::ReadPlan {
         path: path.to_path_buf(),
         error: e.to_string(),
     })?;

@@ -27,14 +27,24 @@ pub struct VerifyArgs {
 
 /// Runs `berth verify`.
 pub fn run(args: &VerifyArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
-    let text = match std::fs::read_to_string(&args.plan) {
+    let text = match crate::files::read_plan_file(&args.plan) {
         Ok(text) => text,
         Err(e) => {
             ui.problem(
-                &format_args!("cannot read the plan `{}`: {e}", args.plan.display()),
+                &format_args!("cannot read the plan: {e}"),
                 Some("give the file `berth plan SPEC_DIR -o FILE` wrote"),
             )?;
-            return Ok(Exit::Trouble);
+            // A file that is there but cannot be a plan is bad input; a missing or unreadable
+            // one is the environment.
+            let bad_input = matches!(
+                e,
+                crate::files::LoadError::TooLarge { .. } | crate::files::LoadError::NotUtf8 { .. }
+            );
+            return Ok(if bad_input {
+                Exit::ErrorsFound
+            } else {
+                Exit::Trouble
+            });
         }
     };
     let plan = match plan::from_json(&text) {

@@ -164,7 +164,14 @@ async fn run_locals(
         let agent = match Agent::open(config) {
             Ok(agent) => agent,
             Err(e) => {
-                ui.problem(&e, Some("is another `berth apply` running this spec?"))?;
+                let busy = matches!(
+                    e,
+                    crate::agent::AgentError::State(crate::agent::state::StateError::Busy { .. })
+                );
+                ui.problem(
+                    &e,
+                    busy.then_some("is another `berth apply` running this spec?"),
+                )?;
                 continue;
             }
         };

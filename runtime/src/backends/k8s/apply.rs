@@ -231,7 +231,7 @@ async fn apply_cluster(
     };
     let cluster = match kubeconfigs.config(&planned.context).await {
         Err(problem) => Err(problem.to_string()),
-        Ok(config) => Cluster::connect(&planned.context, config, retry)
+        Ok(config) => Cluster::connect(&planned.context, config, retry, kubeconfigs.learned())
             .await
             .map_err(|e| kubeconfigs.redact(&e.to_string())),
     };

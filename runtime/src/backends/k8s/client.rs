@@ -183,18 +183,62 @@ pub struct Cluster {
 
 impl Cluster {
     /// A client for `config`; the first request checks the server answers.
+    ///
+    /// The credential of every request (whatever its source: token, `tokenFile`, an exec
+    /// plugin, basic auth) is recorded in `learned` as it is sent, so that a server quoting
+    /// it back in an error is redacted ([`super::kubeconfig::Kubeconfigs::redact`]).
     pub async fn connect(
         context: &str,
         mut config: kube::Config,
         retry: RetryPolicy,
+        learned: super::kubeconfig::Learned,
     ) -> Result<Cluster, ApiError> {
+        use kube::client::ConfigExt;
         // kube's own retry layer (429, 503, 504) would multiply berth's attempts and follows
         // any `Retry-After`, however long: berth's policy is the only one, and bounded.
         config.default_retry = false;
-        let client = kube::Client::try_from(config).map_err(|e| ApiError::Connection {
-            message: e.to_string(),
+        let failed = |message: String| ApiError::Connection {
+            message,
             attempts: 0,
-        })?;
+        };
+        // kube's stack without its authentication; the same authentication outside it,
+        // followed by the layer that records what it put in the header.
+        let auth = config.auth_layer().map_err(|e| failed(e.to_string()))?;
+        let mut anonymous = config;
+        // Without a header to set (no credentials, or an exec plugin that returns a client
+        // certificate, which kube's TLS set-up asks it for), kube's config is kept whole.
+        if auth.is_some() {
+            let user = &mut anonymous.auth_info;
+            user.token = None;
+            user.token_file = None;
+            user.username = None;
+            user.password = None;
+            user.exec = None;
+            user.auth_provider = None;
+        }
+        let record = tower::util::MapRequestLayer::new(
+            move |request: axum::http::Request<kube::client::Body>| {
+                if let Some(value) = request
+                    .headers()
+                    .get(axum::http::header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                {
+                    learned.remember(value);
+                }
+                request
+            },
+        );
+        let client = kube::client::ClientBuilder::try_from(anonymous)
+            .map_err(|e| failed(e.to_string()))?
+            .with_layer(
+                // The authentication of exec plugins and token files wants a service it can
+                // clone: a buffer (as kube's own client has) gives it one.
+                &tower::ServiceBuilder::new()
+                    .option_layer(auth)
+                    .layer(tower::buffer::BufferLayer::new(1024))
+                    .layer(record),
+            )
+            .build();
         let cluster = Cluster {
             context: context.to_string(),
             client,

@@ -50,6 +50,67 @@ impl fmt::Display for KubeconfigProblem {
 pub struct Kubeconfigs {
     config: Option<Kubeconfig>,
     secrets: Vec<String>,
+    /// Credentials only known once a request carries them (exec plugins' tokens, a
+    /// `tokenFile` rotated since it was read, basic auth's header): learned by the client.
+    learned: Learned,
+}
+
+/// Credentials the Kubernetes client sent, as it sent them ([`Learned::remember`]).
+#[derive(Clone, Default)]
+pub struct Learned(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Learned {
+    /// Remembers the credential of an `Authorization` header value (`Bearer T`: `T`;
+    /// `Basic B`: `B` and the password it encodes).
+    pub fn remember(&self, authorization: &str) {
+        let credential = authorization
+            .split_once(' ')
+            .map_or(authorization, |(_, c)| c)
+            .trim();
+        let mut found = vec![credential.to_string()];
+        if authorization.starts_with("Basic ")
+            && let Some(decoded) = base64_decode(credential)
+            && let Some((_, password)) = decoded.split_once(':')
+        {
+            found.push(password.to_string());
+        }
+        if let Ok(mut learned) = self.0.lock() {
+            for secret in found {
+                if secret.len() >= 4 && !learned.contains(&secret) {
+                    learned.push(secret);
+                }
+            }
+        }
+    }
+
+    fn all(&self) -> Vec<String> {
+        self.0.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+}
+
+/// Standard base64 (with padding) to text; None when it is not that.
+fn base64_decode(text: &str) -> Option<String> {
+    let value = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let bytes = text.trim_end_matches('=').as_bytes();
+    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
+    for chunk in bytes.chunks(4) {
+        let mut acc = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            acc |= value(c)? << (18 - 6 * i);
+        }
+        let n = chunk.len().saturating_sub(1);
+        out.extend_from_slice(&acc.to_be_bytes()[1..1 + n]);
+    }
+    String::from_utf8(out).ok()
 }
 
 impl Kubeconfigs {
@@ -58,6 +119,7 @@ impl Kubeconfigs {
         Kubeconfigs {
             config: Kubeconfig::read().ok(),
             secrets: secrets_in(&paths()),
+            learned: Learned::default(),
         }
     }
 
@@ -70,6 +132,7 @@ impl Kubeconfigs {
         Kubeconfigs {
             config: config.ok(),
             secrets: secrets_in(paths),
+            learned: Learned::default(),
         }
     }
 
@@ -106,11 +169,20 @@ impl Kubeconfigs {
     /// `text` with every secret of the kubeconfig replaced by `[redacted]`: applied to every
     /// message that carries text from a server or a library.
     pub fn redact(&self, text: &str) -> String {
+        let mut secrets = self.learned.all();
+        secrets.extend(self.secrets.iter().cloned());
+        // Longest first: a secret that contains another is redacted whole.
+        secrets.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
         let mut out = text.to_string();
-        for secret in &self.secrets {
+        for secret in &secrets {
             out = out.replace(secret.as_str(), "[redacted]");
         }
         out
+    }
+
+    /// Where the client records the credentials it sends ([`super::client::Cluster::connect`]).
+    pub fn learned(&self) -> Learned {
+        self.learned.clone()
     }
 }
 
@@ -126,14 +198,15 @@ fn paths() -> Vec<PathBuf> {
     }
 }
 
-/// Secret values of the users of these files: tokens, passwords, client keys (at least 4
-/// characters, so that redaction never rewrites ordinary words).
+/// Secret values of the users of these files: tokens, token files' contents, passwords,
+/// client keys (at least 4 characters, so that redaction never rewrites ordinary words).
 fn secrets_in(paths: &[PathBuf]) -> Vec<String> {
     let mut out = Vec::new();
     for path in paths {
         let Ok(text) = std::fs::read_to_string(path) else {
             continue;
         };
+        let base = path.parent().unwrap_or(std::path::Path::new("."));
         let Ok(doc) = serde_saphyr::from_str::<Value>(&text) else {
             continue;
         };
@@ -154,10 +227,39 @@ fn secrets_in(paths: &[PathBuf]) -> Vec<String> {
                     out.push(secret.to_string());
                 }
             }
+            // A token file's content (relative paths are relative to the kubeconfig).
+            if let Some(file) = fields.get("tokenFile").and_then(Value::as_str)
+                && let Ok(token) = std::fs::read_to_string(base.join(file))
+                && token.trim().len() >= 4
+            {
+                out.push(token.trim().to_string());
+            }
         }
     }
     // Longest first: a secret that contains another is redacted whole.
     out.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
     out.dedup();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn learned_credentials_are_redacted_with_basic_auth_decoded() {
+        let kubeconfigs = Kubeconfigs::from_paths(&[]);
+        kubeconfigs.learned().remember("Bearer exec-token-123");
+        // `ops:hunter2-pass`
+        kubeconfigs
+            .learned()
+            .remember("Basic b3BzOmh1bnRlcjItcGFzcw==");
+        assert_eq!(
+            kubeconfigs.redact("a exec-token-123 b b3BzOmh1bnRlcjItcGFzcw== c hunter2-pass"),
+            "a [redacted] b [redacted] c [redacted]"
+        );
+        assert_eq!(base64_decode("YWJj").as_deref(), Some("abc"));
+        assert_eq!(base64_decode("YWI=").as_deref(), Some("ab"));
+        assert_eq!(base64_decode("*"), None);
+    }
 }

@@ -140,9 +140,14 @@ async fn connect(kubeconfigs: &Kubeconfigs, context: &str) -> Result<Cluster, St
         .config(context)
         .await
         .map_err(|e| e.to_string())?;
-    Cluster::connect(context, config, RetryPolicy::from_env())
-        .await
-        .map_err(|e| e.to_string())
+    Cluster::connect(
+        context,
+        config,
+        RetryPolicy::from_env(),
+        kubeconfigs.learned(),
+    )
+    .await
+    .map_err(|e| e.to_string())
 }
 
 async fn collect(

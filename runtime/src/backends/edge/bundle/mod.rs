@@ -212,6 +212,8 @@ pub enum BundleError {
     Malformed(String),
     #[error("the bundle is unsigned")]
     Unsigned,
+    #[error("the signature is malformed: it is not `ed25519:` and 128 hex digits")]
+    MalformedSignature,
     #[error("the signature does not verify with the trusted key")]
     BadSignature,
     #[error("the payload is not a bundle: {0}")]
@@ -243,11 +245,16 @@ impl SignedBundle {
                 signed.format
             )));
         }
-        let Some(hex) = signed.signature.strip_prefix("ed25519:") else {
+        if signed.signature.trim().is_empty() {
             return Err(BundleError::Unsigned);
-        };
-        let raw = keys::from_hex(hex).ok_or(BundleError::Unsigned)?;
-        let raw: [u8; 64] = raw.try_into().map_err(|_| BundleError::BadSignature)?;
+        }
+        let raw: [u8; 64] = signed
+            .signature
+            .strip_prefix("ed25519:")
+            .filter(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()))
+            .and_then(keys::from_hex)
+            .and_then(|raw| raw.try_into().ok())
+            .ok_or(BundleError::MalformedSignature)?;
         let signature = Signature::from_bytes(&raw);
         trusted
             .verify_strict(signed.payload.as_bytes(), &signature)
@@ -323,10 +330,45 @@ mod tests {
         let err = SignedBundle::verify(&signed.to_bytes(), &other.verifying_key()).unwrap_err();
         assert_eq!(err, BundleError::BadSignature);
 
-        let mut unsigned = signed;
+        let mut unsigned = signed.clone();
         unsigned.signature = String::new();
         let err = SignedBundle::verify(&unsigned.to_bytes(), &key.verifying_key()).unwrap_err();
         assert_eq!(err, BundleError::Unsigned);
+
+        // A signature that is there but cannot be one is malformed, not missing.
+        for bad in [
+            "ed25519:zz",
+            "ed25519:",
+            "rsa:00",
+            "ed25519:+f",
+            "ed25519:00",
+        ] {
+            let mut malformed = signed.clone();
+            malformed.signature = bad.into();
+            let err =
+                SignedBundle::verify(&malformed.to_bytes(), &key.verifying_key()).unwrap_err();
+            assert_eq!(err, BundleError::MalformedSignature, "{bad}");
+        }
+    }
+
+    /// The fuzz target `bundle`'s seeds (fuzz/seeds/bundle, signed with the key `[7; 32]`)
+    /// are what their names say, so that fuzzing starts from both sides of the signature check.
+    #[test]
+    fn the_bundle_fuzz_seeds_verify_as_named() {
+        let trusted = SigningKey::from_bytes(&[7; 32]).verifying_key();
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/bundle");
+        let verdict = |name: &str| {
+            let bytes = std::fs::read(dir.join(name)).expect("seed");
+            SignedBundle::verify(&bytes, &trusted).map(|_| ())
+        };
+        assert_eq!(verdict("signed.json"), Ok(()));
+        assert_eq!(verdict("signed-empty.json"), Ok(()));
+        assert_eq!(verdict("forged.json"), Err(BundleError::BadSignature));
+        assert_eq!(verdict("unsigned.json"), Err(BundleError::Unsigned));
+        assert_eq!(
+            verdict("malformed-signature.json"),
+            Err(BundleError::MalformedSignature)
+        );
     }
 
     #[test]
