@@ -8,13 +8,19 @@
 //! owns I/O here — documents, files of the spec directory, the clock for placement hovers —
 //! and asks the compiler's pure `ide` queries everything else.
 //!
-//! Never crashes on any text: a panic inside a handler is caught, logged on stderr and
-//! answered with an `InternalError`; the server keeps serving. See docs/editors.md.
+//! Edits are debounced: they record the new text, and a directory is recompiled once its
+//! edits have been quiet for a moment, or first thing when a request about it arrives (a
+//! request always sees every edit sent before it). Messages are read by `transport`, the
+//! server's own framing reader, which answers malformed ones itself and bounds every size.
+//!
+//! Never crashes on any text or any bytes: a panic inside a handler is caught, logged on
+//! stderr and answered with an `InternalError`; the server keeps serving. See
+//! docs/editors.md, "Limits and hostile input".
 
 mod convert;
 mod handlers;
 mod state;
-pub mod transport;
+mod transport;
 
 use crate::report::Exit;
 use crossbeam_channel::RecvTimeoutError;
@@ -29,6 +35,24 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 pub use convert::STD_SCHEME;
+pub use transport::MAX_CONTENT_LENGTH;
+
+/// Reads `input` as the server reads its stdin: the messages it would handle, and the error
+/// responses its reader would send for bad ones. For the `lsp_framing` fuzz target.
+pub fn read_frames(input: &[u8]) -> (Vec<Message>, Vec<serde_json::Value>) {
+    let (mut messages, mut replies) = (Vec::new(), Vec::new());
+    // Reading from memory cannot fail.
+    let _ = transport::pump(
+        &mut &input[..],
+        |m| {
+            messages.push(m);
+            true
+        },
+        |r| replies.push(r),
+        |_| {},
+    );
+    (messages, replies)
+}
 
 /// A request (answered with a custom method) that returns a standard-library virtual
 /// document's text, for clients that cannot open `berth-std:` URIs by themselves.
