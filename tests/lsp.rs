@@ -771,6 +771,17 @@ fn many_workloads(n: usize) -> String {
     text
 }
 
+/// A spec directory of `targets.berth` and a `workloads.berth` of `n` workloads: the
+/// directory, the workloads' path and text.
+fn large_spec(n: usize) -> (tempfile::TempDir, PathBuf, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("workloads.berth");
+    std::fs::write(dir.path().join("targets.berth"), TARGETS).expect("write");
+    let text = many_workloads(n);
+    std::fs::write(&path, &text).expect("write");
+    (dir, path, text)
+}
+
 /// `count` one-line edits (the `replicas` value of the first workload), versions
 /// `first`.., in one write, as a fast typist's editor sends them.
 fn burst(client: &mut Client, path: &Path, first: i32, count: i32) {
@@ -797,11 +808,7 @@ fn publications(client: &Client, uri: &str) -> Vec<Value> {
 /// for twenty.
 #[test]
 fn quick_edits_are_compiled_once() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("workloads.berth");
-    std::fs::write(dir.path().join("targets.berth"), TARGETS).expect("write");
-    let text = many_workloads(1500);
-    std::fs::write(&path, &text).expect("write");
+    let (_dir, path, text) = large_spec(1500);
     let uri = uri(&path);
     let mut client = Client::start(&[]);
     open(&mut client, &path, &text);
@@ -841,5 +848,44 @@ fn a_cancelled_request_is_answered_with_request_cancelled() {
     let cancelled = client.wait_for(|m| m["id"] == 501);
     assert_eq!(cancelled["error"]["code"], -32800, "{cancelled}");
     hover_works(&mut client, &workloads);
+    client.shutdown();
+}
+
+/// Issue 17's benchmark: 20 quick one-line edits of a 3 MB document (8,000 workloads), sent
+/// in one write, then a hover; prints the hover's latency (median of 5 bursts) and how many
+/// diagnostics publications the bursts caused. Before debouncing, the hover waited for 20
+/// compiles. Run with
+/// `cargo test -p berth-runtime --test lsp -- --ignored --nocapture lsp_edit_burst`; set
+/// `BERTH_BIN` to measure another binary (a release build).
+#[test]
+#[ignore = "benchmark: run by hand, figures in docs/performance.md"]
+fn lsp_edit_burst() {
+    let (_dir, path, text) = large_spec(8000);
+    let uri = uri(&path);
+    let mut client = Client::start(&[]);
+    let t = Instant::now();
+    open(&mut client, &path, &text);
+    client.diagnostics(&uri);
+    eprintln!(
+        "{} bytes; open to diagnostics {:?}",
+        text.len(),
+        t.elapsed()
+    );
+    client.pending.clear();
+    let mut latencies = Vec::new();
+    for round in 0..5 {
+        let t = Instant::now();
+        burst(&mut client, &path, 2 + round * 20, 20);
+        let r = client.request("textDocument/hover", position(&path, 10, 4));
+        latencies.push(t.elapsed());
+        assert!(r["result"]["contents"].is_object(), "{r}");
+    }
+    client.collect_for(Duration::from_secs(1));
+    let published = publications(&client, &uri).len();
+    latencies.sort();
+    eprintln!(
+        "20 edits then a hover, 5 times: hover answered after {:?} (median; min {:?}, max {:?}); {published} publications for 100 edits",
+        latencies[2], latencies[0], latencies[4]
+    );
     client.shutdown();
 }

@@ -7,7 +7,7 @@ use super::state::Server;
 use berth_compiler::driver::format_file;
 use berth_compiler::ide::stdlib;
 use berth_compiler::ide::{self, Analysis, CompletionKind, SymbolKind, TokenClass};
-use berth_compiler::source::{FileId, SourceFile, Span};
+use berth_compiler::source::{SourceFile, Span};
 use lsp_server::{ErrorCode, Notification, Request, Response};
 use lsp_types as lsp;
 use lsp_types::notification::{
@@ -121,12 +121,9 @@ fn apply_change(text: &mut String, change: lsp::TextDocumentContentChangeEvent) 
         *text = change.text;
         return;
     };
-    let file = SourceFile::new(FileId(0), "", std::mem::take(text));
-    let start = convert::offset(&file, range.start) as usize;
-    let end = (convert::offset(&file, range.end) as usize).max(start);
-    let mut new = file.text;
-    new.replace_range(start..end, &change.text);
-    *text = new;
+    let start = convert::offset_in(text, range.start);
+    let end = convert::offset_in(text, range.end).max(start);
+    text.replace_range(start..end, &change.text);
 }
 
 pub fn request(server: &mut Server, req: Request) -> Response {
