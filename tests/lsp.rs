@@ -912,3 +912,32 @@ fn a_compile_superseded_by_an_edit_is_not_published() {
     assert_eq!(only_version_published(&mut client, &uri), 2);
     client.shutdown();
 }
+
+/// `$/cancelRequest` for a hover being computed on its thread (a workload hover of a spec of
+/// 8,000 workloads runs the planner over all of them) answers it with `RequestCancelled` at
+/// once, and the thread's own answer is dropped: the request gets exactly one response.
+#[test]
+fn a_hover_in_progress_is_cancelled() {
+    let (_dir, path, text) = large_spec(8000);
+    let uri = uri(&path);
+    let mut client = Client::start(&[]);
+    open(&mut client, &path, &text);
+    client.diagnostics(&uri);
+    let hover = json!({"jsonrpc": "2.0", "id": 700, "method": "textDocument/hover", "params": position(&path, 3, 11)});
+    client.send(&hover);
+    std::thread::sleep(Duration::from_millis(100));
+    client.notify("$/cancelRequest", json!({"id": 700}));
+    let cancelled = client.wait_for(|m| m["id"] == 700);
+    assert_eq!(cancelled["error"]["code"], -32800, "{cancelled}");
+    // Shutting down waits for the hover's thread; its answer never comes.
+    let r = client.request("shutdown", Value::Null);
+    assert!(r.get("error").is_none(), "{r}");
+    assert!(!client.pending.iter().any(|m| m["id"] == 700));
+    client.notify("exit", Value::Null);
+    let mut rest = Vec::new();
+    while let Ok(m) = client.incoming.recv_timeout(TIMEOUT) {
+        rest.push(m);
+    }
+    assert!(!rest.iter().any(|m| m["id"] == 700), "{rest:?}");
+    assert!(client.child.wait().expect("wait").success());
+}
