@@ -537,6 +537,59 @@ mod tests {
         ));
     }
 
+    /// Random splices of pieces of frames (a deterministic generator): nothing panics, every
+    /// reply is an error with a usable `id`, and a well-formed frame after a complete bad one
+    /// is always read.
+    #[test]
+    fn spliced_frames_never_panic() {
+        let pieces: [&[u8]; 12] = [
+            b"Content-Length: ",
+            b"content-length:2",
+            b"67108865",
+            b"99999999999999999999",
+            b"12",
+            b"\r\n",
+            b"\n",
+            b"{\"id\":1,\"method\":\"m\"}",
+            b"{\"id\":\"x\",",
+            b"[\"id\"]",
+            b"\xff\xfe",
+            b"\"id\":-7}",
+        ];
+        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        for _ in 0..20_000 {
+            let mut input = Vec::new();
+            for _ in 0..next(12) {
+                input.extend_from_slice(pieces[next(pieces.len())]);
+            }
+            let (_, replies, _) = frames(&input);
+            for r in &replies {
+                assert!(
+                    matches!(r["error"]["code"].as_i64(), Some(-32700 | -32600)),
+                    "{r}"
+                );
+                assert!(r["id"].is_null() || r["id"].is_i64() || r["id"].is_string());
+            }
+            // Behind a complete frame of any body, a good frame is read.
+            let mut framed = frame(&String::from_utf8_lossy(&input)).into_bytes();
+            framed.extend_from_slice(frame(HOVER).as_bytes());
+            let (messages, _, _) = frames(&framed);
+            assert!(
+                messages
+                    .iter()
+                    .any(|m| matches!(m, Message::Request(r) if r.id == RequestId::from(3))),
+                "{:?}",
+                String::from_utf8_lossy(&framed)
+            );
+        }
+    }
+
     #[test]
     fn top_level_ids() {
         let id = |s: &str| top_level_id(s.as_bytes());
