@@ -638,3 +638,326 @@ fn a_placement_hover_does_not_hold_up_the_edits_behind_it() {
     assert!(text.contains("on `hpc`, pool `h100` (H100)"), "{text}");
     client.shutdown();
 }
+
+impl Client {
+    /// Writes bytes as they are, framing included.
+    fn send_raw(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).expect("write");
+        self.stdin.flush().expect("flush");
+    }
+
+    /// The next message (received now or earlier) that `wanted` accepts.
+    fn wait_for(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            if let Some(i) = self.pending.iter().position(&wanted) {
+                return self.pending.remove(i);
+            }
+            let msg = self.receive();
+            self.pending.push(msg);
+        }
+    }
+
+    /// Everything that arrives within `quiet`, into `pending`.
+    fn collect_for(&mut self, quiet: Duration) {
+        while let Ok(msg) = self.incoming.recv_timeout(quiet) {
+            self.pending.push(msg);
+        }
+    }
+}
+
+fn frame(body: &str) -> String {
+    format!("Content-Length: {}\r\n\r\n{body}", body.len())
+}
+
+/// The peak resident memory of process `pid` in KiB, from `/proc` (Linux only).
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn hover_works(client: &mut Client, path: &Path) {
+    let r = client.request("textDocument/hover", position(path, 10, 4));
+    assert!(r["result"]["contents"].is_object(), "{r}");
+}
+
+/// A body that is not JSON is answered with `Parse error`, JSON that is not a message with
+/// `Invalid Request` (with its `id` when it has one), garbage between messages is skipped,
+/// and the server goes on answering.
+#[test]
+fn malformed_messages_are_answered_with_errors_and_the_server_keeps_serving() {
+    let (_dir, _targets, workloads) = spec_dir();
+    let mut client = Client::start(&[]);
+    open(&mut client, &workloads, WORKLOADS);
+    client.send_raw(frame("{\"jsonrpc\": \"2.0\", \"id\": 1, oops").as_bytes());
+    let parse = client.wait_for(|m| m["error"]["code"] == -32700);
+    assert_eq!(parse["id"], Value::Null, "{parse}");
+    client.send_raw(frame(r#"{"jsonrpc":"2.0","id":4242,"params":{}}"#).as_bytes());
+    let invalid = client.wait_for(|m| m["id"] == 4242);
+    assert_eq!(invalid["error"]["code"], -32600, "{invalid}");
+    client.send_raw(frame(r#"[1, 2, 3]"#).as_bytes());
+    let batch = client.wait_for(|m| m["error"]["code"] == -32600);
+    assert_eq!(batch["id"], Value::Null, "{batch}");
+    // Headers that are garbage, a header line of a megabyte, a bad length: skipped.
+    client.send_raw(b"hello there\r\n\r\nContent-Length: many\r\n\r\n");
+    client.send_raw(format!("X-Long: {}\r\n\r\n", "x".repeat(1 << 20)).as_bytes());
+    hover_works(&mut client, &workloads);
+    client.shutdown();
+}
+
+/// A message over the 64 MiB limit is skipped as it arrives, never held: its request is
+/// answered with an error, the message behind it is read, and the server's peak memory stays
+/// far below the declared size. A declared 10 GB is answered as soon as its `id` is seen.
+#[test]
+fn a_too_large_message_is_skipped_without_being_allocated() {
+    let (_dir, _targets, workloads) = spec_dir();
+    let mut client = Client::start(&[]);
+    open(&mut client, &workloads, WORKLOADS);
+    hover_works(&mut client, &workloads);
+    let declared: usize = 64 * 1024 * 1024 + 1;
+    let head = r#"{"jsonrpc":"2.0","id":88,"method":"textDocument/hover","params":{"pad":""#;
+    client.send_raw(format!("Content-Length: {declared}\r\n\r\n{head}").as_bytes());
+    let chunk = vec![b' '; 1 << 20];
+    let mut left = declared - head.len();
+    while left > 0 {
+        let n = left.min(chunk.len());
+        client.send_raw(&chunk[..n]);
+        left -= n;
+    }
+    let too_large = client.wait_for(|m| m["id"] == 88);
+    assert_eq!(too_large["error"]["code"], -32600, "{too_large}");
+    hover_works(&mut client, &workloads);
+    // 10 GB declared: answered from the first bytes, without waiting for the rest.
+    let head = r#"{"jsonrpc":"2.0","id":89,"method":"textDocument/hover","params":{"pad":""#;
+    let padding = " ".repeat(8192);
+    client.send_raw(format!("Content-Length: 10000000000\r\n\r\n{head}{padding}").as_bytes());
+    let too_large = client.wait_for(|m| m["id"] == 89);
+    assert_eq!(too_large["error"]["code"], -32600, "{too_large}");
+    if let Some(peak) = peak_rss_kib(client.child.id()) {
+        assert!(peak < 60 * 1024, "peak resident memory {peak} KiB");
+    }
+    assert!(client.child.try_wait().expect("wait").is_none(), "alive");
+    let _ = client.child.kill();
+    let _ = client.child.wait();
+}
+
+/// A `didChange` for a document that was never opened is ignored: the file on disk counts.
+/// `didClose` of an edited document reverts to the file on disk.
+#[test]
+fn a_change_to_a_document_never_opened_is_ignored_and_close_reverts_to_disk() {
+    let (_dir, targets, workloads) = spec_dir();
+    let mut client = Client::start(&[]);
+    change(
+        &mut client,
+        &workloads,
+        2,
+        json!([{"text": "workload phantom { replica = 2 }\n"}]),
+    );
+    let symbols = |client: &mut Client| {
+        let r = client.request(
+            "textDocument/documentSymbol",
+            json!({"textDocument": {"uri": uri(&workloads)}}),
+        );
+        r["result"].to_string()
+    };
+    let names = symbols(&mut client);
+    assert!(
+        names.contains("scoring") && !names.contains("phantom"),
+        "{names}"
+    );
+    open(&mut client, &targets, TARGETS);
+    assert_eq!(client.diagnostics(&uri(&workloads)), Vec::<Value>::new());
+    // Opened, edited into errors, closed: back to the clean file on disk.
+    let broken = format!("{WORKLOADS}\nworkload broken {{ replica = 2 }}\n");
+    open(&mut client, &workloads, &broken);
+    assert!(!client.diagnostics(&uri(&workloads)).is_empty());
+    client.notify(
+        "textDocument/didClose",
+        json!({"textDocument": {"uri": uri(&workloads)}}),
+    );
+    assert_eq!(client.diagnostics(&uri(&workloads)), Vec::<Value>::new());
+    assert!(!symbols(&mut client).contains("broken"));
+    client.shutdown();
+}
+
+/// A spec of `n` workloads in one file (about 370 bytes each).
+fn many_workloads(n: usize) -> String {
+    let body = WORKLOADS.split("placement").next().unwrap_or(WORKLOADS);
+    let body = body.strip_prefix("use std.gpu.H100\n").unwrap_or(body);
+    let mut text = String::from("use std.gpu.H100\n");
+    for i in 0..n {
+        text.push_str(&body.replace("workload scoring", &format!("workload w{i}")));
+    }
+    text
+}
+
+/// A spec directory of `targets.berth` and a `workloads.berth` of `n` workloads: the
+/// directory, the workloads' path and text.
+fn large_spec(n: usize) -> (tempfile::TempDir, PathBuf, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("workloads.berth");
+    std::fs::write(dir.path().join("targets.berth"), TARGETS).expect("write");
+    let text = many_workloads(n);
+    std::fs::write(&path, &text).expect("write");
+    (dir, path, text)
+}
+
+/// `count` one-line edits (the `replicas` value of the first workload), versions
+/// `first`.., in one write, as a fast typist's editor sends them.
+fn burst(client: &mut Client, path: &Path, first: i32, count: i32) {
+    let mut bytes = String::new();
+    for v in first..first + count {
+        let edit = json!([{"range": {"start": {"line": 10, "character": 13}, "end": {"line": 10, "character": 14}}, "text": format!("{}", 1 + v % 2)}]);
+        let body = json!({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {"textDocument": {"uri": uri(path), "version": v}, "contentChanges": edit}});
+        bytes.push_str(&frame(&body.to_string()));
+    }
+    client.send_raw(bytes.as_bytes());
+}
+
+/// The version of the next diagnostics published for `uri`, checking that no other
+/// publication for it follows within a second (longer than any quiet period).
+fn only_version_published(client: &mut Client, uri: &str) -> Value {
+    let m = client.wait_for(|m| {
+        m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == uri
+    });
+    client.collect_for(Duration::from_secs(1));
+    assert_eq!(publications(client, uri), Vec::<Value>::new());
+    m["params"]["version"].clone()
+}
+
+fn publications(client: &Client, uri: &str) -> Vec<Value> {
+    client
+        .pending
+        .iter()
+        .filter(|m| m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == uri)
+        .map(|m| m["params"]["version"].clone())
+        .collect()
+}
+
+/// Edits are debounced: 20 quick edits of a large document are compiled once, and published
+/// once, for the last version; a hover sent right behind them waits for that one compile, not
+/// for twenty.
+#[test]
+fn quick_edits_are_compiled_once() {
+    let (_dir, path, text) = large_spec(1500);
+    let uri = uri(&path);
+    let mut client = Client::start(&[]);
+    open(&mut client, &path, &text);
+    client.diagnostics(&uri);
+    client.pending.clear();
+    burst(&mut client, &path, 2, 20);
+    // The only publication after the edits is the last version's.
+    assert_eq!(only_version_published(&mut client, &uri), 21);
+    client.pending.clear();
+    // With a hover behind the edits: it is answered about the last version, compiled once.
+    burst(&mut client, &path, 22, 20);
+    let r = client.request("textDocument/hover", position(&path, 10, 4));
+    assert!(r["result"]["contents"].is_object(), "{r}");
+    client.collect_for(Duration::from_secs(1));
+    assert_eq!(publications(&client, &uri), [json!(41)]);
+    client.shutdown();
+}
+
+/// `$/cancelRequest` for a request still waiting behind a busy loop answers it with
+/// `RequestCancelled` (-32800) instead of running it.
+#[test]
+fn a_cancelled_request_is_answered_with_request_cancelled() {
+    let (_dir, _targets, workloads) = spec_dir();
+    let mut client = Client::start(&[("BERTH_LSP_TEST_PANIC", "1")]);
+    open(&mut client, &workloads, WORKLOADS);
+    let symbols = json!({"textDocument": {"uri": uri(&workloads)}});
+    let messages = [
+        json!({"jsonrpc": "2.0", "id": 500, "method": "berth/testSleep", "params": 500}),
+        json!({"jsonrpc": "2.0", "id": 501, "method": "textDocument/documentSymbol", "params": symbols}),
+        json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 501}}),
+    ];
+    let bytes: String = messages.iter().map(|m| frame(&m.to_string())).collect();
+    client.send_raw(bytes.as_bytes());
+    let cancelled = client.wait_for(|m| m["id"] == 501);
+    assert_eq!(cancelled["error"]["code"], -32800, "{cancelled}");
+    hover_works(&mut client, &workloads);
+    client.shutdown();
+}
+
+/// Issue 17's benchmark: 20 quick one-line edits of a 3 MB document (8,000 workloads), sent
+/// in one write, then a hover; prints the hover's latency (median of 5 bursts) and how many
+/// diagnostics publications the bursts caused. Before debouncing, the hover waited for 20
+/// compiles. Run with
+/// `cargo test -p berth-runtime --test lsp -- --ignored --nocapture lsp_edit_burst`; set
+/// `BERTH_BIN` to measure another binary (a release build).
+#[test]
+#[ignore = "benchmark: run by hand, figures in docs/performance.md"]
+fn lsp_edit_burst() {
+    let (_dir, path, text) = large_spec(8000);
+    let uri = uri(&path);
+    let mut client = Client::start(&[]);
+    let t = Instant::now();
+    open(&mut client, &path, &text);
+    client.diagnostics(&uri);
+    eprintln!(
+        "{} bytes; open to diagnostics {:?}",
+        text.len(),
+        t.elapsed()
+    );
+    client.pending.clear();
+    let mut latencies = Vec::new();
+    for round in 0..5 {
+        let t = Instant::now();
+        burst(&mut client, &path, 2 + round * 20, 20);
+        let r = client.request("textDocument/hover", position(&path, 10, 4));
+        latencies.push(t.elapsed());
+        assert!(r["result"]["contents"].is_object(), "{r}");
+    }
+    client.collect_for(Duration::from_secs(1));
+    let published = publications(&client, &uri).len();
+    latencies.sort();
+    eprintln!(
+        "20 edits then a hover, 5 times: hover answered after {:?} (median; min {:?}, max {:?}); {published} publications for 100 edits",
+        latencies[2], latencies[0], latencies[4]
+    );
+    client.shutdown();
+}
+
+/// A compile that an edit supersedes while it runs is not published: a 3 MB document is
+/// opened (its compile takes seconds in a debug build), edited 200 ms later, and the only
+/// publication is the edited version's.
+#[test]
+fn a_compile_superseded_by_an_edit_is_not_published() {
+    let (_dir, path, text) = large_spec(8000);
+    let uri = uri(&path);
+    let mut client = Client::start(&[]);
+    open(&mut client, &path, &text);
+    std::thread::sleep(Duration::from_millis(200));
+    burst(&mut client, &path, 2, 1);
+    assert_eq!(only_version_published(&mut client, &uri), 2);
+    client.shutdown();
+}
+
+/// `$/cancelRequest` for a hover being computed on its thread (a workload hover of a spec of
+/// 8,000 workloads runs the planner over all of them) answers it with `RequestCancelled` at
+/// once, and the thread's own answer is dropped: the request gets exactly one response.
+#[test]
+fn a_hover_in_progress_is_cancelled() {
+    let (_dir, path, text) = large_spec(8000);
+    let uri = uri(&path);
+    let mut client = Client::start(&[]);
+    open(&mut client, &path, &text);
+    client.diagnostics(&uri);
+    let hover = json!({"jsonrpc": "2.0", "id": 700, "method": "textDocument/hover", "params": position(&path, 3, 11)});
+    client.send(&hover);
+    std::thread::sleep(Duration::from_millis(100));
+    client.notify("$/cancelRequest", json!({"id": 700}));
+    let cancelled = client.wait_for(|m| m["id"] == 700);
+    assert_eq!(cancelled["error"]["code"], -32800, "{cancelled}");
+    // Shutting down waits for the hover's thread; its answer never comes.
+    let r = client.request("shutdown", Value::Null);
+    assert!(r.get("error").is_none(), "{r}");
+    assert!(!client.pending.iter().any(|m| m["id"] == 700));
+    client.notify("exit", Value::Null);
+    let mut rest = Vec::new();
+    while let Ok(m) = client.incoming.recv_timeout(TIMEOUT) {
+        rest.push(m);
+    }
+    assert!(!rest.iter().any(|m| m["id"] == 700), "{rest:?}");
+    assert!(client.child.wait().expect("wait").success());
+}

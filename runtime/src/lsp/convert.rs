@@ -27,6 +27,25 @@ pub fn offset(file: &SourceFile, pos: lsp::Position) -> u32 {
     file.offset_of_utf16(pos.line, pos.character)
 }
 
+/// The byte offset of a protocol position in `text` (clamped to it, as [`offset`]), found
+/// without indexing every line of the text: an edit of a 3 MB document only reads up to the
+/// line it edits.
+pub fn offset_in(text: &str, pos: lsp::Position) -> usize {
+    let start = match pos.line.checked_sub(1) {
+        None => 0,
+        Some(previous) => match text.match_indices('\n').nth(previous as usize) {
+            Some((i, _)) => i + 1,
+            None => return text.len(),
+        },
+    };
+    let rest = text.get(start..).unwrap_or_default();
+    let line = rest
+        .find('\n')
+        .map_or(rest, |i| rest.get(..=i).unwrap_or(rest));
+    let line = SourceFile::new(FileId(0), "", line);
+    start + line.offset_of_utf16(0, pos.character) as usize
+}
+
 /// The local path of a `file:` URI.
 pub fn uri_to_path(uri: &lsp::Uri) -> Option<PathBuf> {
     let rest = uri.as_str().strip_prefix("file://")?;
@@ -144,6 +163,23 @@ pub fn diagnostic(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn offset_in_agrees_with_offset_on_every_position() {
+        for text in ["", "a", "\n", "é𝄞x\n\nyz\r\n𝄞", "ab\ncd\n"] {
+            let file = SourceFile::new(FileId(0), "", text);
+            for line in 0..5 {
+                for character in 0..6 {
+                    let pos = lsp::Position::new(line, character);
+                    assert_eq!(
+                        offset_in(text, pos),
+                        offset(&file, pos) as usize,
+                        "{text:?} {pos:?}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn paths_round_trip_through_uris() {

@@ -7,7 +7,7 @@ use super::state::Server;
 use berth_compiler::driver::format_file;
 use berth_compiler::ide::stdlib;
 use berth_compiler::ide::{self, Analysis, CompletionKind, SymbolKind, TokenClass};
-use berth_compiler::source::{FileId, SourceFile, Span};
+use berth_compiler::source::{SourceFile, Span};
 use lsp_server::{ErrorCode, Notification, Request, Response};
 use lsp_types as lsp;
 use lsp_types::notification::{
@@ -24,6 +24,8 @@ use std::path::PathBuf;
 /// A method only served when `BERTH_LSP_TEST_PANIC` is set: it panics, so tests can check
 /// that a panic is answered with an error and the server keeps serving.
 const TEST_PANIC_METHOD: &str = "berth/testPanic";
+/// Also only with `BERTH_LSP_TEST_PANIC`: sleeps for the milliseconds its parameter says.
+const TEST_SLEEP_METHOD: &str = "berth/testSleep";
 
 pub fn notification(server: &mut Server, n: Notification) {
     match n.method.as_str() {
@@ -33,7 +35,8 @@ pub fn notification(server: &mut Server, n: Notification) {
                     return;
                 };
                 server.open.insert(path.clone(), p.text_document.text);
-                server.changed(&path);
+                server.set_version(&path, Some(p.text_document.version));
+                server.touched(&path);
             }
         }
         DidChangeTextDocument::METHOD => {
@@ -41,39 +44,65 @@ pub fn notification(server: &mut Server, n: Notification) {
                 let Some(path) = convert::uri_to_path(&p.text_document.uri) else {
                     return;
                 };
-                let text = server.open.entry(path.clone()).or_default();
+                // A change to a document never opened would become a phantom overriding the
+                // file on disk.
+                let Some(text) = server.open.get_mut(&path) else {
+                    eprintln!(
+                        "berth lsp: `didChange` for `{}`, which is not open, was ignored",
+                        path.display()
+                    );
+                    return;
+                };
                 for change in p.content_changes {
                     apply_change(text, change);
                 }
-                server.changed(&path);
+                server.set_version(&path, Some(p.text_document.version));
+                server.touched(&path);
             }
         }
         DidCloseTextDocument::METHOD => {
             if let Some(p) = params::<lsp::DidCloseTextDocumentParams>(&n)
                 && let Some(path) = convert::uri_to_path(&p.text_document.uri)
             {
+                // The file on disk is what counts again.
                 server.open.remove(&path);
-                server.changed(&path);
+                server.set_version(&path, None);
+                server.touched(&path);
             }
         }
         DidSaveTextDocument::METHOD => {
             if let Some(p) = params::<lsp::DidSaveTextDocumentParams>(&n)
                 && let Some(path) = convert::uri_to_path(&p.text_document.uri)
             {
-                server.changed(&path);
+                server.touched(&path);
             }
         }
         DidChangeWatchedFiles::METHOD => {
             if let Some(p) = params::<lsp::DidChangeWatchedFilesParams>(&n) {
                 for change in p.changes {
                     if let Some(path) = convert::uri_to_path(&change.uri) {
-                        server.changed(&path);
+                        server.touched(&path);
                     }
                 }
             }
         }
         _ => {}
     }
+}
+
+/// The document an open, change or close notification is about (to tell a compile in
+/// progress that it is stale), read without decoding the whole notification.
+pub fn edited_path(n: &Notification) -> Option<PathBuf> {
+    let edits = [
+        DidOpenTextDocument::METHOD,
+        DidChangeTextDocument::METHOD,
+        DidCloseTextDocument::METHOD,
+    ];
+    if !edits.contains(&n.method.as_str()) {
+        return None;
+    }
+    let uri = n.params.get("textDocument")?.get("uri")?.as_str()?;
+    convert::uri_to_path(&uri.parse().ok()?)
 }
 
 fn params<P: DeserializeOwned>(n: &Notification) -> Option<P> {
@@ -92,12 +121,9 @@ fn apply_change(text: &mut String, change: lsp::TextDocumentContentChangeEvent) 
         *text = change.text;
         return;
     };
-    let file = SourceFile::new(FileId(0), "", std::mem::take(text));
-    let start = convert::offset(&file, range.start) as usize;
-    let end = (convert::offset(&file, range.end) as usize).max(start);
-    let mut new = file.text;
-    new.replace_range(start..end, &change.text);
-    *text = new;
+    let start = convert::offset_in(text, range.start);
+    let end = convert::offset_in(text, range.end).max(start);
+    text.replace_range(start..end, &change.text);
 }
 
 pub fn request(server: &mut Server, req: Request) -> Response {
@@ -132,6 +158,12 @@ pub fn request(server: &mut Server, req: Request) -> Response {
         }),
         TEST_PANIC_METHOD if std::env::var_os("BERTH_LSP_TEST_PANIC").is_some() => {
             panic!("the test panic")
+        }
+        TEST_SLEEP_METHOD if std::env::var_os("BERTH_LSP_TEST_PANIC").is_some() => {
+            // Keeps the loop busy, so that tests can queue messages behind a request.
+            let ms = req.params.as_u64().unwrap_or(0).min(10_000);
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            Ok(serde_json::Value::Null)
         }
         other => Err((
             ErrorCode::MethodNotFound,
@@ -218,6 +250,7 @@ pub fn hover_off_the_loop(
     server: &mut Server,
     req: Request,
     sender: crossbeam_channel::Sender<lsp_server::Message>,
+    in_flight: &super::InFlight,
 ) -> Option<Response> {
     let params: Option<lsp::HoverParams> = serde_json::from_value(req.params.clone()).ok();
     let spec_file = params.as_ref().and_then(|p| {
@@ -233,6 +266,8 @@ pub fn hover_off_the_loop(
         return Some(request(server, req));
     };
     let request_id = req.id;
+    in_flight.start(request_id.clone());
+    let in_flight = in_flight.clone();
     std::thread::spawn(move || {
         let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // The runtime owns the clock: the placement shown is the plan as of now.
@@ -258,8 +293,11 @@ pub fn hover_off_the_loop(
                 )
             }
         };
-        // The client may be gone; there is no one left to tell.
-        let _ = sender.send(response.into());
+        // Unless `$/cancelRequest` answered it already. The client may be gone; there is no
+        // one left to tell.
+        if in_flight.finish(&response.id) {
+            let _ = sender.send(response.into());
+        }
     });
     None
 }

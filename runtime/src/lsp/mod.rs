@@ -8,20 +8,51 @@
 //! owns I/O here — documents, files of the spec directory, the clock for placement hovers —
 //! and asks the compiler's pure `ide` queries everything else.
 //!
-//! Never crashes on any text: a panic inside a handler is caught, logged on stderr and
-//! answered with an `InternalError`; the server keeps serving. See docs/editors.md.
+//! Edits are debounced: they record the new text, and a directory is recompiled once its
+//! edits have been quiet for a moment, or first thing when a request about it arrives (a
+//! request always sees every edit sent before it). Messages are read by `transport`, the
+//! server's own framing reader, which answers malformed ones itself and bounds every size.
+//!
+//! Never crashes on any text or any bytes: a panic inside a handler is caught, logged on
+//! stderr and answered with an `InternalError`; the server keeps serving. See
+//! docs/editors.md, "Limits and hostile input".
 
 mod convert;
 mod handlers;
 mod state;
+mod transport;
 
 use crate::report::Exit;
+use crossbeam_channel::RecvTimeoutError;
+use lsp_server::RequestId;
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, Response};
 use lsp_types as lsp;
 use state::Server;
+use std::collections::{HashSet, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 pub use convert::STD_SCHEME;
+pub use transport::MAX_CONTENT_LENGTH;
+
+/// Reads `input` as the server reads its stdin: the messages it would handle, and the error
+/// responses its reader would send for bad ones. For the `lsp_framing` fuzz target.
+pub fn read_frames(input: &[u8]) -> (Vec<Message>, Vec<serde_json::Value>) {
+    let (mut messages, mut replies) = (Vec::new(), Vec::new());
+    // Reading from memory cannot fail.
+    let _ = transport::pump(
+        &mut &input[..],
+        |m| {
+            messages.push(m);
+            true
+        },
+        |r| replies.push(r),
+        |_| {},
+    );
+    (messages, replies)
+}
 
 /// A request (answered with a custom method) that returns a standard-library virtual
 /// document's text, for clients that cannot open `berth-std:` URIs by themselves.
@@ -30,9 +61,17 @@ pub const STD_SOURCE_METHOD: &str = "berth/stdSource";
 /// Hovers are answered off the message loop (see `handlers::hover_off_the_loop`).
 const HOVER: &str = <lsp_types::request::HoverRequest as lsp_types::request::Request>::METHOD;
 
+const CANCEL: &str = <lsp::notification::Cancel as lsp::notification::Notification>::METHOD;
+
 /// Runs the server on stdin/stdout until the client says `exit`.
 pub fn main() -> Exit {
-    let (connection, io_threads) = Connection::stdio();
+    let (connection, io_threads) = match transport::stdio() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("berth lsp: {e}");
+            return Exit::Trouble;
+        }
+    };
     let exit = serve(&connection);
     drop(connection);
     match io_threads.join() {
@@ -44,7 +83,9 @@ pub fn main() -> Exit {
     }
 }
 
-/// Serves one connection: the handshake, then every message in order.
+/// Serves one connection: the handshake, then every message in order. Edits only record
+/// the new text; a directory is recompiled once its edits have been quiet for a while
+/// (`state::Server::touched`), or as soon as a request needs it.
 pub fn serve(connection: &Connection) -> Exit {
     let capabilities = match serde_json::to_value(capabilities()) {
         Ok(v) => v,
@@ -58,7 +99,16 @@ pub fn serve(connection: &Connection) -> Exit {
         return Exit::Trouble;
     }
     let mut server = Server::new(connection.sender.clone());
-    for message in &connection.receiver {
+    let mut inbox = Inbox {
+        receiver: &connection.receiver,
+        backlog: VecDeque::new(),
+    };
+    let hovers = InFlight::default();
+    loop {
+        let message = match inbox.next(&mut server) {
+            Some(m) => m,
+            None => return Exit::Clean,
+        };
         match message {
             Message::Request(req) => {
                 match connection.handle_shutdown(&req) {
@@ -69,8 +119,15 @@ pub fn serve(connection: &Connection) -> Exit {
                         return Exit::Trouble;
                     }
                 }
-                let response = if req.method == HOVER {
-                    handlers::hover_off_the_loop(&mut server, req, connection.sender.clone())
+                let response = if inbox.cancels(&req.id) {
+                    Some(cancelled(req.id))
+                } else if req.method == HOVER {
+                    handlers::hover_off_the_loop(
+                        &mut server,
+                        req,
+                        connection.sender.clone(),
+                        &hovers,
+                    )
                 } else {
                     Some(answer(&mut server, req))
                 };
@@ -80,11 +137,122 @@ pub fn serve(connection: &Connection) -> Exit {
                     return Exit::Trouble;
                 }
             }
+            Message::Notification(n) if n.method == CANCEL => {
+                // A hover still being computed is answered now; its thread's answer is
+                // dropped. Requests answered on the loop are answered already, or are
+                // cancelled before they start (`Inbox::cancels`).
+                if let Some(id) = cancel_id(&n)
+                    && hovers.finish(&id)
+                    && connection.sender.send(cancelled(id).into()).is_err()
+                {
+                    return Exit::Trouble;
+                }
+            }
             Message::Notification(n) => notify(&mut server, n),
             Message::Response(_) => {}
         }
     }
-    Exit::Clean
+}
+
+/// The messages to handle: those read ahead of the loop (to see a cancellation behind its
+/// request, or an edit behind a compile), then the connection's.
+struct Inbox<'a> {
+    receiver: &'a crossbeam_channel::Receiver<Message>,
+    backlog: VecDeque<Message>,
+}
+
+/// At most this many messages are read ahead.
+const BACKLOG: usize = 256;
+
+impl Inbox<'_> {
+    /// The next message, compiling every directory whose quiet period ends first; `None`
+    /// once the client is gone.
+    fn next(&mut self, server: &mut Server) -> Option<Message> {
+        loop {
+            let now = Instant::now();
+            if server.next_due().is_some_and(|due| due <= now) {
+                for dir in server.due(now) {
+                    server.refresh(&dir, |dir| self.edits(dir));
+                }
+                continue;
+            }
+            if let Some(m) = self.backlog.pop_front() {
+                return Some(m);
+            }
+            let received = match server.next_due() {
+                Some(due) => match self.receiver.recv_deadline(due) {
+                    Ok(m) => m,
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => return None,
+                },
+                None => self.receiver.recv().ok()?,
+            };
+            return Some(received);
+        }
+    }
+
+    /// Reads ahead what has already arrived.
+    fn read_ahead(&mut self) {
+        while self.backlog.len() < BACKLOG {
+            match self.receiver.try_recv() {
+                Ok(m) => self.backlog.push_back(m),
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Whether a `$/cancelRequest` for `id` has already arrived.
+    fn cancels(&mut self, id: &RequestId) -> bool {
+        self.read_ahead();
+        self.backlog.iter().any(|m| {
+            matches!(m, Message::Notification(n) if n.method == CANCEL && cancel_id(n).as_ref() == Some(id))
+        })
+    }
+
+    /// Whether an edit of a document of directory `dir` has already arrived: a compile of
+    /// `dir` that just finished is then stale, and not published.
+    fn edits(&mut self, dir: &Path) -> bool {
+        self.read_ahead();
+        self.backlog.iter().any(|m| {
+            let Message::Notification(n) = m else {
+                return false;
+            };
+            handlers::edited_path(n).is_some_and(|p| p.parent() == Some(dir))
+        })
+    }
+}
+
+/// The request `$/cancelRequest` names.
+fn cancel_id(n: &Notification) -> Option<RequestId> {
+    let p: lsp::CancelParams = serde_json::from_value(n.params.clone()).ok()?;
+    Some(match p.id {
+        lsp::NumberOrString::Number(n) => RequestId::from(n),
+        lsp::NumberOrString::String(s) => RequestId::from(s),
+    })
+}
+
+fn cancelled(id: RequestId) -> Response {
+    Response::new_err(
+        id,
+        ErrorCode::RequestCanceled as i32,
+        "the request was cancelled".into(),
+    )
+}
+
+/// Hover requests being answered on threads of their own: whichever of the thread and a
+/// `$/cancelRequest` comes first answers.
+#[derive(Clone, Default)]
+pub struct InFlight(Arc<Mutex<HashSet<RequestId>>>);
+
+impl InFlight {
+    pub fn start(&self, id: RequestId) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).insert(id);
+    }
+
+    /// `true` for the first caller only: it answers the request.
+    pub fn finish(&self, id: &RequestId) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(id)
+    }
 }
 
 /// Handles a request; a panic becomes an error response.
