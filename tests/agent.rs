@@ -1990,7 +1990,10 @@ fn a_truncated_state_database_is_moved_aside_and_the_bundle_fetched_again() {
     assert_eq!(std::fs::read(&aside[0]).expect("kept"), truncated);
     let log = agent.stderr.lock().expect("stderr").clone();
     assert!(log.contains("the state database is corrupt"), "{log}");
-    assert!(!log.contains("panicked"), "the store's panic was shown: {log}");
+    assert!(
+        !log.contains("panicked"),
+        "the store's panic was shown: {log}"
+    );
     assert!(
         log.contains(&format!("moved it aside to `{}`", aside[0].display())),
         "{log}"

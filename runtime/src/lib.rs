@@ -21,3 +21,5 @@ pub mod files;
 pub mod lsp;
 pub mod report;
 pub mod tasks;
+#[cfg(feature = "testing")]
+pub mod testing;

@@ -1,6 +1,6 @@
 //! The properties the fuzz targets check, one function per target, so that the same check
 //! runs under libFuzzer (`fuzz/fuzz_targets/`, nightly) and over the kept corpus in the
-//! ordinary test suite (`compiler/tests/fuzz_corpus.rs`, stable): a crash found by fuzzing
+//! ordinary test suite (`tests/fuzz_corpus.rs`, stable): a crash found by fuzzing
 //! becomes a file in `fuzz/corpus/<target>/` and stays a regression test.
 //!
 //! Each function takes the fuzzer's bytes and panics, saying what broke, when a property

@@ -351,12 +351,12 @@ mod tests {
         }
     }
 
-    /// The fuzz target `bundle`'s seeds (fuzz/seeds/bundle, signed with the key `[7; 32]`)
+    /// The fuzz target `bundle`'s seeds (fuzz/corpus/bundle, signed with the key `[7; 32]`)
     /// are what their names say, so that fuzzing starts from both sides of the signature check.
     #[test]
     fn the_bundle_fuzz_seeds_verify_as_named() {
         let trusted = SigningKey::from_bytes(&[7; 32]).verifying_key();
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/bundle");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/bundle");
         let verdict = |name: &str| {
             let bytes = std::fs::read(dir.join(name)).expect("seed");
             SignedBundle::verify(&bytes, &trusted).map(|_| ())
