@@ -713,3 +713,36 @@ fn a_plan_file_over_the_size_limit_is_refused_before_it_is_read() {
         );
     }
 }
+
+#[test]
+fn every_command_reading_a_saved_plan_reads_it_alike() {
+    let dir = copy_example("training-and-inference", unchanged);
+    fs::write(
+        dir.path().join("latin1.json"),
+        b"{\"plan_id\": \"caf\xe9\"}",
+    )
+    .expect("write");
+    let commands: [&[&str]; 3] = [
+        &["verify", "PLAN", "--spec", "spec"],
+        &["apply", "PLAN", "--spec", "spec", "--dry-run"],
+        &["render", "PLAN", "--spec", "spec", "--out", "rendered"],
+    ];
+    // Not UTF-8: a file that is not a plan (1); missing: the environment (2). Both name the
+    // path once.
+    for (plan, exit, says) in [
+        ("latin1.json", 1, "is not valid UTF-8"),
+        ("missing.json", 2, "does not exist"),
+    ] {
+        for command in commands {
+            let args: Vec<&str> = command
+                .iter()
+                .map(|a| if *a == "PLAN" { plan } else { a })
+                .collect();
+            let out = berth(dir.path(), &args);
+            let err = stderr(&out);
+            assert_eq!(code(&out), exit, "{args:?}: {err}");
+            assert!(err.contains(says), "{args:?}: {err}");
+            assert!(err.contains(&format!("`{plan}`")), "{args:?}: {err}");
+        }
+    }
+}

@@ -41,10 +41,9 @@ pub struct PlanInput {
 pub enum InputProblem {
     Load(Vec<files::LoadError>),
     NotOneSpec(usize),
-    ReadPlan {
-        path: PathBuf,
-        error: String,
-    },
+    /// The plan file cannot be read: missing or unreadable (exit 2, the environment), or
+    /// too large or not UTF-8 (exit 1: there is a file, and it is not a plan).
+    ReadPlan(files::LoadError),
     /// The file is not a plan this berth reads (exit 1: bad input, not the environment).
     BadPlan {
         path: PathBuf,
@@ -249,10 +248,7 @@ pub fn load_input(args: &PlanInputArgs) -> Result<Result<PlanInput, Refusal>, In
 
 /// Reads a saved plan strictly ([`plan::from_json`]: unknown fields are refused).
 pub fn read_plan(path: &Path) -> Result<Plan, InputProblem> {
-    let text = crate::files::read_plan_file(path).map_err(|e| InputProblem::ReadPlan {
-        path: path.to_path_buf(),
-        error: e.to_string(),
-    })?;
+    let text = crate::files::read_plan_file(path).map_err(InputProblem::ReadPlan)?;
     plan::from_json(&text).map_err(|error| InputProblem::BadPlan {
         path: path.to_path_buf(),
         error,
@@ -357,10 +353,18 @@ pub(super) fn input_problem(problem: &InputProblem, ui: &mut Ui<'_>) -> io::Resu
             &format_args!("this command takes one spec, but the path holds {n}"),
             Some("name one spec directory (its files form one spec)"),
         )?,
-        InputProblem::ReadPlan { path, error } => ui.problem(
-            &format_args!("cannot read the plan `{}`: {error}", path.display()),
-            Some("a plan is the JSON `berth plan -o FILE` writes"),
-        )?,
+        InputProblem::ReadPlan(error) => {
+            ui.problem(
+                &format_args!("cannot read the plan: {error}"),
+                Some("give the file `berth plan SPEC_DIR -o FILE` wrote"),
+            )?;
+            if matches!(
+                error,
+                files::LoadError::TooLarge { .. } | files::LoadError::NotUtf8 { .. }
+            ) {
+                return Ok(Exit::ErrorsFound);
+            }
+        }
         InputProblem::BadPlan { path, error } => {
             match error.position() {
                 Some((line, column)) => ui.problem(

@@ -6,11 +6,10 @@
 //! not a plan (malformed JSON: with line and column) or the spec has errors; 2 when a file
 //! cannot be read.
 
-use super::input::{InputProblem, input_problem};
+use super::input::{input_problem, read_plan};
 use super::spec;
 use crate::report::{Exit, OutputFormat, Ui};
 use berth_compiler::driver::{self, ReverifyFailure};
-use berth_compiler::plan;
 use serde_json::json;
 use std::io;
 use std::path::PathBuf;
@@ -27,35 +26,9 @@ pub struct VerifyArgs {
 
 /// Runs `berth verify`.
 pub fn run(args: &VerifyArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
-    let text = match crate::files::read_plan_file(&args.plan) {
-        Ok(text) => text,
-        Err(e) => {
-            ui.problem(
-                &format_args!("cannot read the plan: {e}"),
-                Some("give the file `berth plan SPEC_DIR -o FILE` wrote"),
-            )?;
-            // A file that is there but cannot be a plan is bad input; a missing or unreadable
-            // one is the environment.
-            let bad_input = matches!(
-                e,
-                crate::files::LoadError::TooLarge { .. } | crate::files::LoadError::NotUtf8 { .. }
-            );
-            return Ok(if bad_input {
-                Exit::ErrorsFound
-            } else {
-                Exit::Trouble
-            });
-        }
-    };
-    let plan = match plan::from_json(&text) {
+    let plan = match read_plan(&args.plan) {
         Ok(plan) => plan,
-        Err(error) => {
-            let problem = InputProblem::BadPlan {
-                path: args.plan.clone(),
-                error,
-            };
-            return input_problem(&problem, ui);
-        }
+        Err(problem) => return input_problem(&problem, ui),
     };
     if driver::plan_instant(&plan).is_none() {
         ui.problem(
