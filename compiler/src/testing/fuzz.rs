@@ -107,8 +107,8 @@ fn spans_inside(diagnostics: &[Diagnostic], text: &str, file: FileId) {
 /// - the planner's plan passes the independent verifier;
 /// - `fmt` is idempotent on it;
 /// - `fmt` then `plan` gives the same plan as `plan`: equal in every field except the source
-///   digest and plan id (they hash the text) and the line, column and offsets of source
-///   references (formatting moves text; the file a reference names must not change).
+///   digest and plan id (they hash the text) and the positions of source references, which
+///   must still point at the same tokens in the same file ([`crate::testing::layout`]).
 pub fn spec_roundtrip(data: &[u8]) {
     let text = spec_from_choices(data);
     let original = layout_free_plan(&text);
@@ -142,29 +142,7 @@ fn layout_free_plan(text: &str) -> Value {
             panic!("the verifier rejects the planner's plan: {violations:?}")
         }
     };
-    let mut plan = serde_json::to_value(&planned.plan).expect("a plan serialises");
-    if let Value::Object(fields) = &mut plan {
-        fields.remove("source_digest");
-        fields.remove("plan_id");
-    }
-    without_positions(&mut plan);
-    plan
-}
-
-/// Zeroes the position fields of every source reference (`{file, line, column, start, end}`).
-fn without_positions(value: &mut Value) {
-    match value {
-        Value::Object(fields) => {
-            if fields.contains_key("file") && fields.contains_key("start") {
-                for key in ["line", "column", "start", "end"] {
-                    fields.insert(key.to_owned(), Value::from(0));
-                }
-            }
-            fields.values_mut().for_each(without_positions);
-        }
-        Value::Array(items) => items.iter_mut().for_each(without_positions),
-        _ => {}
-    }
+    crate::testing::layout::layout_free(&planned.plan, &sources)
 }
 
 /// Fuzzes reading and verifying a saved plan: arbitrary bytes, read as `berth verify` reads a

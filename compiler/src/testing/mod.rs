@@ -5,6 +5,7 @@
 //! - [`fuzz`]: the properties the fuzz targets check, shared with the corpus replay test.
 //! - [`ir`]: IRs built in code ([`ir::IrBuilder`]) and generated estates of any size
 //!   ([`ir::estate`]).
+//! - [`layout`]: a plan without what depends on its spec's layout, for "`fmt` keeps the plan".
 //! - [`specs`]: generated `.berth` specifications of any size, for benchmarks and stress tests.
 //! - [`planted`]: estates known to be placeable in full, for the assignment's tests and
 //!   benchmarks.
@@ -15,5 +16,6 @@
 
 pub mod fuzz;
 pub mod ir;
+pub mod layout;
 pub mod planted;
 pub mod specs;
