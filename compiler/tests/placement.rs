@@ -330,7 +330,7 @@ fn quotas_and_entitlements_cap_gpus_across_targets() {
     let why = b.unplaced.as_ref().expect("infeasibility");
     assert_eq!(
         why.hint.as_deref(),
-        Some("raise `quota team(\"research\")` to 8 GPUs")
+        Some("raise `quota team(\"research\")` from 6 to 8 GPUs")
     );
     assert_eq!(placed(&p, "c"), vec![on("edge", "orin", 1)]);
     let r = rejection(&p, "c", "dc");
@@ -364,8 +364,13 @@ fn spread_per_target_and_per_region() {
         placed(&p, "api"),
         vec![on("a", "l4", 1), on("b", "l4", 1), on("d", "l4", 1)]
     );
+    // `c` is cheaper than `d`, which is used: not "not needed" but the rule that kept it off.
     let r = rejection(&p, "api", "c");
-    assert_eq!(r.reason, "not_needed");
+    assert_eq!(r.reason, "spread");
+    assert_eq!(
+        r.message,
+        "region `eu` already holds 2 replicas (`per_region(2)`)"
+    );
 }
 
 #[test]
@@ -482,4 +487,97 @@ fn explain_gives_the_listed_reason_for_any_pair() {
         solved.explain(vision, cloud).as_ref(),
         Some(rejection(&plan, "vision", "cloud_eu"))
     );
+}
+
+#[test]
+fn fallbacks_are_taken_in_their_listed_order() {
+    let spec = |replicas| {
+        IrBuilder::new()
+            .workload("vision", move |w| {
+                w.gpu(1)
+                    .replicas(replicas)
+                    .per_target(1)
+                    .fallback(&["dc_backup", "cloud_spot"])
+            })
+            .target("lyon", |t| t.pool("l4", "L4", 2).gpu_hour("0.90"))
+            .target("dc_backup", |t| t.pool("l4", "L4", 2).gpu_hour("3.00"))
+            .target("cloud_spot", |t| t.pool("l4", "L4", 2).gpu_hour("0.20"))
+            .build()
+    };
+    // One replica: both fallbacks are kept for failover, each with its place in the order.
+    let p = plan(&spec(1));
+    assert_eq!(placed(&p, "vision"), vec![on("lyon", "l4", 1)]);
+    for (target, position) in [("dc_backup", 1), ("cloud_spot", 2)] {
+        let r = rejection(&p, "vision", target);
+        assert_eq!(r.reason, "not_needed");
+        assert_eq!(
+            r.message,
+            format!(
+                "kept for failover: fallback {position} of 2, and every replica is placed on a target ranked before it"
+            )
+        );
+    }
+    // Two: the overflow goes to the first fallback, though the second is cheaper.
+    let p = plan(&spec(2));
+    assert_eq!(
+        placed(&p, "vision"),
+        vec![on("lyon", "l4", 1), on("dc_backup", "l4", 1)]
+    );
+    assert_eq!(rejection(&p, "vision", "cloud_spot").reason, "not_needed");
+    // Three: the second fallback takes what the first cannot (`per_target(1)`).
+    let p = plan(&spec(3));
+    assert_eq!(
+        placed(&p, "vision"),
+        vec![
+            on("lyon", "l4", 1),
+            on("dc_backup", "l4", 1),
+            on("cloud_spot", "l4", 1)
+        ]
+    );
+}
+
+#[test]
+fn a_cheaper_target_kept_off_by_isolation_names_the_pool_and_partner() {
+    let ir = IrBuilder::new()
+        .workload("inference", |w| w.gpu(2).replicas(2))
+        .workload("training", |w| {
+            w.class(WorkloadClass::Experiment)
+                .gpu(4)
+                .isolate_from(&["inference"])
+        })
+        .target("dc", |t| t.pool("h100", "H100", 16).gpu_hour("1.00"))
+        .target("cloud", |t| t.pool("h100", "H100", 16).gpu_hour("4.00"))
+        .build();
+    let p = plan(&ir);
+    assert_eq!(placed(&p, "inference"), vec![on("dc", "h100", 2)]);
+    assert_eq!(placed(&p, "training"), vec![on("cloud", "h100", 1)]);
+    let r = rejection(&p, "training", "dc");
+    assert_eq!(
+        (r.stage, r.reason.as_str()),
+        (RejectionStage::Assignment, "isolation")
+    );
+    assert_eq!(
+        r.message,
+        "pool `h100` holds `inference`, which `training` is isolated from"
+    );
+}
+
+#[test]
+fn a_cheaper_target_kept_off_by_capacity_says_so() {
+    let ir = IrBuilder::new()
+        .workload("big", |w| w.gpu(4).replicas(2))
+        .workload("small", |w| w.class(WorkloadClass::Experiment).gpu(2))
+        .target("cheap", |t| t.pool("l4", "L4", 8).gpu_hour("1.00"))
+        .target("dear", |t| t.pool("l4", "L4", 8).gpu_hour("2.00"))
+        .build();
+    let p = plan(&ir);
+    assert_eq!(placed(&p, "big"), vec![on("cheap", "l4", 2)]);
+    assert_eq!(placed(&p, "small"), vec![on("dear", "l4", 1)]);
+    let r = rejection(&p, "small", "cheap");
+    assert_eq!(
+        (r.stage, r.reason.as_str()),
+        (RejectionStage::Assignment, "capacity")
+    );
+    // The dearer target of the big workload ranks after the one it uses: not needed.
+    assert_eq!(rejection(&p, "big", "dear").reason, "not_needed");
 }

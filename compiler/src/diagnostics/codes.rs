@@ -245,6 +245,11 @@ codes! {
     /// A plan whose `verification` summary is neither blank nor exactly what the verifier
     /// writes: the one part of a plan its id does not hash, so it is checked on its own.
     VerificationEdited = "E0633", "verification summary edited";
+    /// A reason for leaving a target unused that the plan's placements do not bear out: a
+    /// rule that does not hold, or `not_needed` for a target the workload would rather use.
+    UntrueReason = "E0634", "untrue rejection reason";
+    /// A replica on a fallback while a target ranked before it could take it.
+    FallbackOrder = "E0635", "fallback out of order";
 }
 
 impl Serialize for Code {

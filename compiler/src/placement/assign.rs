@@ -26,7 +26,8 @@
 //! Quality against an exact MIP: `docs/performance.md` ("Quality against an exact solver").
 //!
 //! An *option* is one (target, pool) pair a workload may use: eligible, permitted, the pool
-//! fits one replica and its accelerator is entitled. Its rank is (fallback, objectives in
+//! fits one replica and its accelerator is entitled. Its rank is (fallback position: 0 for a
+//! target not listed as a fallback, then 1, 2, … in the list's order; objectives in
 //! preference order); options are sorted by rank, then target, then pool.
 
 // INVARIANT: every index is a dense id of the IR being placed (workload < `ir.workloads.len()`,
@@ -61,15 +62,17 @@ pub struct Opt {
     pub flat_pool: u32,
     /// Variant of the workload's model, or [`NO_VARIANT`].
     pub variant: u16,
-    /// A `fallback` target: used only when nothing else fits.
-    pub fallback: bool,
+    /// 0 on a target that is not a fallback; `i + 1` on the `i`-th target of the placement's
+    /// `fallback` list (an order of preference: each is used only when the targets ranked
+    /// before it cannot take the replicas).
+    pub fallback: u16,
     /// Objective values in the workload's preference order (lower is better).
     pub objectives: [i64; 2],
 }
 
 impl Opt {
-    /// What preference ranks: fallback last, then the objectives.
-    pub fn rank(&self) -> (bool, i64, i64) {
+    /// What preference ranks: fallbacks last, in their listed order, then the objectives.
+    pub fn rank(&self) -> (u16, i64, i64) {
         (self.fallback, self.objectives[0], self.objectives[1])
     }
 }
@@ -87,6 +90,16 @@ pub fn preferences(ir: &Ir, w: usize) -> Vec<Preference> {
     }
     prefs.truncate(2);
     prefs
+}
+
+/// Where target `t` stands in `w`'s `fallback` list: 0 when it is not listed, `i + 1` for
+/// the `i`-th entry (the first listing counts).
+pub fn fallback_position(w: &crate::ir::Workload, t: usize) -> u16 {
+    w.placement
+        .fallback
+        .iter()
+        .position(|f| f.index() == t)
+        .map_or(0, |i| u16::try_from(i + 1).unwrap_or(u16::MAX))
 }
 
 /// Price of one replica for a day on target `t`: `gpu × gpu_hour × 24`.
@@ -134,7 +147,7 @@ fn workload_options(
                     .map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX)),
             };
         }
-        let fallback = workload.placement.fallback.iter().any(|f| f.index() == t);
+        let fallback = fallback_position(workload, t);
         let base = Opt {
             target: t as u32,
             pool: NO_POOL,
@@ -400,6 +413,34 @@ impl Assigner<'_> {
         // Improvements free capacity that replicas still missing may now use.
         if self.repair_all(&order) {
             self.improve_all(&order);
+        }
+        self.settle(&order);
+    }
+
+    /// Ends the search where every rejection the plan gives is true: no workload left short
+    /// has an option it could take, and no replica sits on an option ranked worse than one
+    /// that could take it. Greedy placement and rank improvement until neither moves a
+    /// replica; it ends because each step places one more replica or strictly improves one
+    /// replica's rank without worsening any other.
+    // INVARIANT: after `settle`, for every workload `w` and option `o` of `w`,
+    // `blocker_with(w, o)` is `Some` when `w` is short (caps aside) or when `o` ranks better
+    // than `w`'s worst-ranked replica. `Solved::unused_verdict` relies on it and the verifier
+    // checks it (`check_rejections`).
+    fn settle(&mut self, order: &[u32]) {
+        loop {
+            let mut moved = false;
+            for &w in order {
+                let w = w as usize;
+                let before = self.out.placed(w);
+                if before < self.ir.workloads[w].replicas {
+                    self.greedy(w);
+                    moved |= self.out.placed(w) > before;
+                }
+                moved |= self.improve(w);
+            }
+            if !moved {
+                break;
+            }
         }
     }
 
@@ -822,9 +863,9 @@ impl Assigner<'_> {
         self.costs[w].saturating_mul(self.gpu_hour[o.target as usize])
     }
 
-    /// What a cost-driven move must not make worse for a replica: the fallback flag, then
-    /// the data latency for a workload that ranks it before cost.
-    fn guard(&self, w: usize, o: &Opt) -> (bool, i64) {
+    /// What a cost-driven move must not make worse for a replica: its fallback position,
+    /// then the data latency for a workload that ranks it before cost.
+    fn guard(&self, w: usize, o: &Opt) -> (u16, i64) {
         let latency = if self.latency_first[w] {
             o.objectives[0]
         } else {
@@ -921,7 +962,7 @@ impl Assignment {
             .sum()
     }
 
-    fn in_region(&self, index: &EstateIndex, w: usize, region: u32) -> u32 {
+    pub fn in_region(&self, index: &EstateIndex, w: usize, region: u32) -> u32 {
         self.slots[w]
             .iter()
             .filter(|(i, _)| index.region[self.options[w][*i as usize].target as usize] == region)

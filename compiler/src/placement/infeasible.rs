@@ -61,25 +61,37 @@ impl Solved<'_> {
     }
 
     /// Why a permitted target holds no replica of `w`, given the first of `w`'s options on it.
+    ///
+    /// `not_needed` only when every replica is placed and the target ranks no better than the
+    /// worst-ranked target used; otherwise what keeps one more replica off it (the settled
+    /// assignment leaves every such option blocked: see `Assigner::settle`).
     pub fn unused_verdict(&self, w: usize, first_option: Option<usize>) -> Verdict {
         let a = &self.assignment;
-        if a.placed(w) >= self.ir.workloads[w].replicas {
+        let options = &a.options[w];
+        let Some(first) = first_option.and_then(|i| options.get(i)) else {
             return Verdict::reject(Reason::NotNeeded, 0);
-        }
-        if let Some(c) = a.cap_block(self.ir, &self.policy, w) {
+        };
+        if a.placed(w) >= self.ir.workloads[w].replicas {
+            let worst_used = a.slots[w]
+                .iter()
+                .map(|(i, _)| options[*i as usize].rank())
+                .max();
+            if worst_used.is_none_or(|worst| first.rank() >= worst) {
+                return Verdict::reject(Reason::NotNeeded, 0);
+            }
+        } else if let Some(c) = a.cap_block(self.ir, &self.policy, w) {
             let reason = self.policy.caps[c as usize].source.reason();
             return Verdict::reject(reason, c);
         }
-        let Some(o) = first_option.and_then(|i| a.options[w].get(i)) else {
-            return Verdict::reject(Reason::NotNeeded, 0);
-        };
-        match a.blocker_with(self.ir, &self.index, w, o) {
+        match a.blocker_with(self.ir, &self.index, w, first) {
             Some(Block::SpreadTarget) => Verdict::reject(Reason::Spread, SPREAD_TARGET),
             Some(Block::SpreadRegion) => Verdict::reject(Reason::Spread, SPREAD_REGION),
             Some(Block::Isolation(p)) => Verdict::reject(Reason::Isolation, p),
-            Some(Block::Capacity) => Verdict::reject(Reason::Capacity, o.pool),
+            Some(Block::Capacity) => Verdict::reject(Reason::Capacity, first.pool),
             Some(Block::Cpu) => Verdict::reject(Reason::CpuFull, 0),
             Some(Block::Memory) => Verdict::reject(Reason::MemoryFull, 0),
+            // Another pool of the target, or a settled assignment that is not: the verifier
+            // refuses a `not_needed` that is not true.
             None => Verdict::reject(Reason::NotNeeded, 0),
         }
     }
@@ -263,36 +275,42 @@ impl Solved<'_> {
             "{message}; {need} more GPU{} needed",
             if need == 1 { "" } else { "s" }
         );
+        let from_to = format!("from {} to {}", cap.max, count(raise_to, "GPU"));
         out.hint = Some(match cap.source {
             CapSource::Quota(i) => format!(
-                "raise `quota team(\"{}\")` to {}",
+                "raise `quota team(\"{}\")` {from_to}",
                 ir.policy
                     .quotas
                     .get(i as usize)
                     .map_or("", |q| q.team.as_str()),
-                count(raise_to, "GPU")
             ),
             CapSource::Entitlement(i) => format!(
-                "raise the entitlement of `{}` to {}",
+                "raise the entitlement of `{}` {from_to}",
                 ir.policy
                     .entitlements
                     .get(i as usize)
                     .map(|e| e.identity.to_string())
                     .unwrap_or_default(),
-                count(raise_to, "GPU")
             ),
             CapSource::Limit(i) => {
                 let window = ir
                     .policy
                     .limits
                     .get(i as usize)
-                    .and_then(|l| ir.policy.windows.get(l.window.index()))
-                    .map_or(String::new(), |x| x.name.clone());
+                    .and_then(|l| ir.policy.windows.get(l.window.index()));
+                let name = window.map_or(String::new(), |x| x.name.clone());
+                let closes = window.map_or(String::new(), |x| {
+                    format!(
+                        " (it closes at {:02}:{:02} {})",
+                        x.end / 60,
+                        x.end % 60,
+                        x.zone
+                    )
+                });
                 let hint = format!(
-                    "plan at an instant outside window `{window}`, or raise its limit to {}",
-                    count(raise_to, "GPU")
+                    "plan at an instant outside window `{name}`{closes}, or raise its limit {from_to}"
                 );
-                out.held_by_window = Some(window);
+                out.held_by_window = Some(name);
                 hint
             }
         });
@@ -316,16 +334,79 @@ impl Solved<'_> {
                     .pools
                     .get(o.pool as usize)
                     .map_or("?", |p| accel(ir, p.accelerator));
-                let need = missing64 * u64::from(gpu_units(wl));
-                out.message = format!(
-                    "pools ran out: {need} more {accelerator} {noun}{} needed",
-                    if need == 1 { "" } else { "s" }
+                let unit = u64::from(gpu_units(wl));
+                let need = missing64 * unit;
+                let plural = |n: u64| if n == 1 { "" } else { "s" };
+                // The pools only capacity keeps the workload off (not isolation, not spread),
+                // fullest free first, then in option order; a replica takes its GPUs from one pool.
+                let mut pools: Vec<(u64, usize, u32)> = Vec::new();
+                for opt in &a.options[w] {
+                    if opt.flat_pool == NO_POOL || pools.iter().any(|(_, _, f)| *f == opt.flat_pool)
+                    {
+                        continue;
+                    }
+                    if a.blocker_with(ir, &self.index, w, opt) == Some(Block::Capacity) {
+                        let free = a
+                            .ledger
+                            .pool_free
+                            .get(opt.flat_pool as usize)
+                            .map_or(0, |f| u64::from(*f));
+                        pools.push((free, opt.target as usize, opt.pool));
+                    }
+                }
+                pools.sort_by_key(|(free, _, _)| std::cmp::Reverse(*free));
+                let (best_free, bt, bp) = pools.first().copied().unwrap_or((0, t, o.pool));
+                let best = format!(
+                    "pool `{}` of `{}`",
+                    pool_name(ir, bt, bp),
+                    ir.targets[bt].name
                 );
-                out.hint = Some(format!(
-                    "{need} more {accelerator} {noun}{} in a target that passes eligibility (such as pool `{}` of `{target}`)",
-                    if need == 1 { "" } else { "s" },
-                    pool_name(ir, t, o.pool)
-                ));
+                out.message = if best_free == 0 {
+                    format!(
+                        "pools ran out: {need} more {accelerator} {noun}{} needed (every fitting pool is full)",
+                        plural(need)
+                    )
+                } else {
+                    format!(
+                        "pools ran out: {} {} {need} {accelerator} {noun}{}; the most any fitting pool has free is {best_free} ({best})",
+                        count(missing64, "replica"),
+                        if missing == 1 { "needs" } else { "need" },
+                        plural(need)
+                    )
+                };
+                let single = need.saturating_sub(best_free);
+                let mut hint = format!(
+                    "add {single} {accelerator} {noun}{} to {best}",
+                    plural(single)
+                );
+                // Several pools: each takes one more replica for what it lacks of one
+                // replica's units; replicas beyond one per pool cost a whole replica's units.
+                let k = pools.len().min(missing as usize);
+                if k >= 2 {
+                    let added: Vec<u64> = pools[..k].iter().map(|(f, _, _)| unit - f).collect();
+                    let several = added.iter().sum::<u64>() + (missing64 - k as u64) * unit;
+                    if several < single {
+                        let each: Vec<String> = pools[..k]
+                            .iter()
+                            .zip(&added)
+                            .map(|((_, pt, pp), n)| {
+                                format!(
+                                    "{n} to pool `{}` of `{}`",
+                                    pool_name(ir, *pt, *pp),
+                                    ir.targets[*pt].name
+                                )
+                            })
+                            .collect();
+                        hint.push_str(&format!(
+                            ", or {several} in all over {k} pools ({})",
+                            each.join(", ")
+                        ));
+                    }
+                }
+                if best_free == 0 {
+                    hint.push_str(", or to another target that passes eligibility");
+                }
+                out.hint = Some(hint);
             }
             Block::Capacity | Block::Cpu => {
                 let need = missing64 * wl.resources.cpu_millis;
@@ -345,19 +426,26 @@ impl Solved<'_> {
             }
             Block::SpreadTarget => {
                 let n = wl.placement.per_target.unwrap_or(1).max(1);
+                // The targets where the rule is what binds: they hold `n` replicas already.
                 let mut targets: Vec<u32> = a.options[w].iter().map(|o| o.target).collect();
                 targets.sort_unstable();
                 targets.dedup();
-                let k = targets.len() as u32;
+                let full = targets
+                    .iter()
+                    .filter(|&&t| a.on_target(w, t) >= n)
+                    .count()
+                    .max(1) as u32;
                 out.message = format!(
-                    "`spread = per_target({n})` allows at most {} on the {} that can take it",
-                    count(u64::from(n * k), "replica"),
-                    count(u64::from(k), "target")
+                    "`spread = per_target({n})` keeps the missing replicas off {}, which hold {} each",
+                    count(u64::from(full), "target"),
+                    count(u64::from(n), "replica")
                 );
+                // Never the value already written: each full target takes the missing
+                // replicas in equal shares above `n`.
                 let more = missing.div_ceil(n);
                 out.hint = Some(format!(
                     "allow `per_target({})`, or make {more} more target{} eligible",
-                    wl.replicas.div_ceil(k.max(1)),
+                    n + missing.div_ceil(full),
                     if more == 1 { "" } else { "s" }
                 ));
             }
@@ -369,16 +457,20 @@ impl Solved<'_> {
                     .collect();
                 regions.sort_unstable();
                 regions.dedup();
-                let k = regions.len() as u32;
+                let full = regions
+                    .iter()
+                    .filter(|&&r| a.in_region(&self.index, w, r) >= n)
+                    .count()
+                    .max(1) as u32;
                 out.message = format!(
-                    "`per_region({n})` allows at most {} in the {} that can take it",
-                    count(u64::from(n * k), "replica"),
-                    count(u64::from(k), "region")
+                    "`per_region({n})` keeps the missing replicas out of {}, which hold {} each",
+                    count(u64::from(full), "region"),
+                    count(u64::from(n), "replica")
                 );
                 let more = missing.div_ceil(n);
                 out.hint = Some(format!(
                     "allow `per_region({})`, or make targets in {more} more region{} eligible",
-                    wl.replicas.div_ceil(k.max(1)),
+                    n + missing.div_ceil(full),
                     if more == 1 { "" } else { "s" }
                 ));
             }

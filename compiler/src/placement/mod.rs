@@ -309,17 +309,13 @@ impl Solved<'_> {
         used.sort_unstable();
         used.dedup();
         // First option per target, for the assignment-stage reason of permitted targets.
-        let fully_placed = self.assignment.placed(w) >= self.ir.workloads[w].replicas;
-        let mut first_option: Vec<(u32, usize)> = Vec::new();
-        if !fully_placed {
-            first_option = self.assignment.options[w]
-                .iter()
-                .enumerate()
-                .map(|(i, o)| (o.target, i))
-                .collect();
-            first_option.sort_unstable();
-            first_option.dedup_by_key(|(t, _)| *t);
-        }
+        let mut first_option: Vec<(u32, usize)> = self.assignment.options[w]
+            .iter()
+            .enumerate()
+            .map(|(i, o)| (o.target, i))
+            .collect();
+        first_option.sort_unstable();
+        first_option.dedup_by_key(|(t, _)| *t);
         let mut counts = [0u32; Reason::COUNT];
         let mut listed: Vec<(usize, Verdict)> = Vec::new();
         let mut next_used = used.iter().peekable();

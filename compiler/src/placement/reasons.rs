@@ -287,9 +287,19 @@ impl Solved<'_> {
             }
             Reason::Isolation => {
                 let partner = ir.workloads.get(d as usize).map_or("", |x| x.name.as_str());
+                // The first of the workload's pools on this target that holds the partner.
+                let pool = self.assignment.options[w]
+                    .iter()
+                    .filter(|o| o.target as usize == t && o.flat_pool != super::assign::NO_POOL)
+                    .find(|o| {
+                        self.assignment.ledger.holders[o.flat_pool as usize]
+                            .iter()
+                            .any(|(x, _)| *x == d)
+                    })
+                    .map_or("", |o| pool_name(ir, t, o.pool));
                 (
                     format!(
-                        "every fitting pool holds `{partner}`, which `{}` is isolated from",
+                        "pool `{pool}` holds `{partner}`, which `{}` is isolated from",
                         wl.name
                     ),
                     ws(&["placement.isolate_from", "placement"]),
@@ -506,9 +516,11 @@ impl Solved<'_> {
 
     fn not_needed_message(&self, w: usize, t: usize) -> String {
         let wl = &self.ir.workloads[w];
-        if wl.placement.fallback.iter().any(|f| f.index() == t) {
-            return String::from(
-                "fallback: used only when the other targets cannot take the replicas",
+        let position = super::assign::fallback_position(wl, t);
+        if position > 0 {
+            return format!(
+                "kept for failover: fallback {position} of {}, and every replica is placed on a target ranked before it",
+                wl.placement.fallback.len(),
             );
         }
         let prefs = super::assign::preferences(self.ir, w);
@@ -526,8 +538,7 @@ impl Solved<'_> {
             })
             .collect();
         format!(
-            "not needed: all {} placed on better-ranked targets ({} here)",
-            count(u64::from(wl.replicas), "replica"),
+            "not needed: every replica is placed on a target ranked no worse ({} here)",
             here.join(", ")
         )
     }

@@ -20,8 +20,8 @@ mod violation;
 #[cfg(any(test, feature = "testing"))]
 pub use fit::Unfit;
 pub use violation::{
-    Entitlement, FallbackProblem, NameKind, PlanList, RejectionProblem, Resource, SpreadScope,
-    Violation,
+    Entitlement, FallbackProblem, NameKind, PlanList, ReasonProblem, RejectionProblem, Resource,
+    SpreadScope, Violation,
 };
 
 use crate::ir::{Ir, TargetId, Workload, WorkloadId};

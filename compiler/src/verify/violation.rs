@@ -90,6 +90,32 @@ pub enum RejectionProblem {
     ActuallyEligible,
 }
 
+/// What is untrue about a reason a plan gives for leaving a target unused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReasonProblem {
+    /// The reason is not one its stage gives.
+    NotOfStage,
+    /// `not_candidate` for a target the workload's candidates name.
+    IsCandidate,
+    /// `denied` where no deny rule holds.
+    NotDenied,
+    /// `not_entitled` where a fitting pool is entitled.
+    Entitled,
+    /// A cap reason (`quota`, `entitlement_limit`, `window_limit`) where one more replica
+    /// would exceed no such cap.
+    CapNotReached,
+    /// `not_needed` for a workload left short.
+    NotNeededShort { placed: u64, replicas: u64 },
+    /// `not_needed` for a target ranked before a target the workload uses.
+    RanksBefore { used: String },
+    /// An assignment reason for a target the workload may not use at all.
+    NotOpen,
+    /// An assignment reason for a target that could take one more replica.
+    HasRoom,
+    /// The target is full for the workload, but not by the rule named.
+    RuleDoesNotHold,
+}
+
 /// One way a plan fails verification.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Violation {
@@ -293,6 +319,23 @@ pub enum Violation {
         problem: RejectionProblem,
         span: Span,
     },
+    /// A listed reason that is not true of the plan's placements.
+    UntrueReason {
+        workload: String,
+        target: String,
+        reason: String,
+        problem: ReasonProblem,
+        span: Span,
+    },
+    /// A replica on fallback `position` (1-based) while `earlier`, ranked before it, could
+    /// take it.
+    FallbackOrder {
+        workload: String,
+        used: String,
+        position: usize,
+        earlier: String,
+        span: Span,
+    },
     /// The rejections' `others` counts do not add up to the unused targets not listed.
     RejectionCount {
         workload: String,
@@ -339,6 +382,8 @@ impl Violation {
             V::BadFallback { .. } => Code::BadFallback,
             V::ReclaimMismatch { .. } => Code::ReclaimMismatch,
             V::RejectionMismatch { .. } | V::RejectionCount { .. } => Code::RejectionMismatch,
+            V::UntrueReason { .. } => Code::UntrueReason,
+            V::FallbackOrder { .. } => Code::FallbackOrder,
         }
     }
 
@@ -381,7 +426,9 @@ impl Violation {
             | V::BadFallback { span, .. }
             | V::ReclaimMismatch { span, .. }
             | V::RejectionMismatch { span, .. }
-            | V::RejectionCount { span, .. } => *span,
+            | V::RejectionCount { span, .. }
+            | V::UntrueReason { span, .. }
+            | V::FallbackOrder { span, .. } => *span,
         }
     }
 
@@ -683,6 +730,50 @@ impl Violation {
                     "workload `{workload}` rejects `{target}` as ineligible, but it is eligible"
                 ),
             },
+            V::UntrueReason {
+                workload,
+                target,
+                reason,
+                problem,
+                ..
+            } => {
+                let why = match problem {
+                    ReasonProblem::NotOfStage => {
+                        "berth gives no such reason at that stage".to_owned()
+                    }
+                    ReasonProblem::IsCandidate => "the target is one of its candidates".to_owned(),
+                    ReasonProblem::NotDenied => "no deny rule holds there".to_owned(),
+                    ReasonProblem::Entitled => "a fitting pool there is entitled".to_owned(),
+                    ReasonProblem::CapNotReached => {
+                        "one more replica would exceed no such limit".to_owned()
+                    }
+                    ReasonProblem::NotNeededShort { placed, replicas } => {
+                        format!("only {placed} of its {replicas} replicas are placed")
+                    }
+                    ReasonProblem::RanksBefore { used } => {
+                        format!("the target ranks before `{used}`, which holds replicas")
+                    }
+                    ReasonProblem::NotOpen => {
+                        "the workload may not use the target at all".to_owned()
+                    }
+                    ReasonProblem::HasRoom => "the target could take one more replica".to_owned(),
+                    ReasonProblem::RuleDoesNotHold => {
+                        "that rule keeps no replica off any of its pools".to_owned()
+                    }
+                };
+                format!(
+                    "workload `{workload}` rejects `{target}` as `{reason}`, which is not true: {why}"
+                )
+            }
+            V::FallbackOrder {
+                workload,
+                used,
+                position,
+                earlier,
+                ..
+            } => format!(
+                "workload `{workload}` uses fallback {position} `{used}` while `{earlier}`, ranked before it, could take the replica"
+            ),
             V::RejectionCount {
                 workload,
                 others,

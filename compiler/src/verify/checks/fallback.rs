@@ -104,6 +104,7 @@ impl<'a> Verifier<'a> {
             }
         }
         self.violations.extend(found);
+        self.check_reasons();
     }
 
     pub(in crate::verify) fn check_reclaims(&mut self) {

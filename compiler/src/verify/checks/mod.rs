@@ -7,5 +7,6 @@ mod document;
 mod eligibility;
 mod fallback;
 mod policy;
+mod reasons;
 mod replicas;
 mod rules;
