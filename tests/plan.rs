@@ -746,3 +746,34 @@ fn every_command_reading_a_saved_plan_reads_it_alike() {
         }
     }
 }
+
+#[test]
+fn explain_says_which_fallback_took_a_replica_and_why_the_earlier_ones_could_not() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spec = dir.path().join("spec");
+    fs::create_dir(&spec).expect("spec dir");
+    let target = |name: &str, hour: &str| {
+        format!(
+            "target {name} {{\n  class = datacenter\n  runtime = kubernetes {{ context = \"{name}\", namespace = \"ai\" }}\n  connectivity = connected\n  cpu = 64\n  memory = 256GiB\n  pool l4 {{\n    accelerator = L4\n    count = 2\n  }}\n  cost = {{ gpu_hour: {hour} }}\n}}\n"
+        )
+    };
+    let text = format!(
+        "use std.gpu.{{L4}}\n\nworkload vision {{\n  release = \"1.0.0\"\n  image = \"registry.example.com/vision:1.0.0\"\n  kind = service\n  class = production\n  identity = service_account(\"vision\")\n  replicas = 3\n  accelerators = [L4]\n  resources {{\n    cpu = 1\n    memory = 4GiB\n    gpu = 1\n  }}\n}}\n\nplacement vision {{\n  spread = per_target(1)\n  fallback = [dc_backup, cloud_spot]\n}}\n\n{}{}{}",
+        target("lyon", "0.90"),
+        target("dc_backup", "3.00"),
+        target("cloud_spot", "0.20"),
+    );
+    fs::write(spec.join("spec.berth"), text).expect("write");
+    let out = berth(
+        dir.path(),
+        &["explain", "spec", "vision", "cloud_spot", "--at", PEAK],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let shown = stdout(&out);
+    assert!(
+        shown.contains(
+            "fallback 2 of 2, used because the targets ranked before it could not take the replicas: the targets not listed as fallbacks could not take them all; `dc_backup`: holds 1 replica and can take no more"
+        ),
+        "{shown}"
+    );
+}

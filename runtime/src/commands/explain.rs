@@ -263,6 +263,9 @@ impl Explainer<'_> {
             notes.push(format!("services: {}", services.join(", ")));
         }
         notes.push(format!("costs {} a day", p.cost_per_day));
+        if let Some(note) = self.fallback_note(&p.target) {
+            notes.push(note);
+        }
         let mut labels = Vec::new();
         if let Some(t) = ir.target_by_name(&p.target) {
             let spans = ir.spans.targets.get(t.index());
@@ -279,6 +282,42 @@ impl Explainer<'_> {
             labels,
             notes,
         }
+    }
+
+    /// For a placement on a fallback: which fallback it is, and why the targets ranked
+    /// before it could not take the replicas (the earlier fallbacks one by one).
+    fn fallback_note(&self, target: &str) -> Option<String> {
+        let ir = &self.planned.ir;
+        let w = ir.workload_by_name(&self.workload.workload)?;
+        let fallback = &ir.workloads[w.index()].placement.fallback;
+        let t = ir.target_by_name(target)?;
+        let position = fallback.iter().position(|f| *f == t)?;
+        let mut why = vec![String::from(
+            "the targets not listed as fallbacks could not take them all",
+        )];
+        for earlier in &fallback[..position] {
+            let name = &ir.targets[earlier.index()].name;
+            let reason = match self.workload.rejected.iter().find(|r| &r.target == name) {
+                Some(r) => r.message.clone(),
+                None => {
+                    let held: u32 = self
+                        .workload
+                        .placements
+                        .iter()
+                        .filter(|p| &p.target == name)
+                        .map(|p| p.replicas)
+                        .sum();
+                    format!("holds {} and can take no more", replicas(held))
+                }
+            };
+            why.push(format!("`{name}`: {reason}"));
+        }
+        Some(format!(
+            "fallback {} of {}, used because the targets ranked before it could not take the replicas: {}",
+            position + 1,
+            fallback.len(),
+            why.join("; ")
+        ))
     }
 
     fn rejected(&self, r: &Rejection) -> Excerpt {
