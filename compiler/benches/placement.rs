@@ -136,5 +136,17 @@ fn main() {
         json.len() / 1_000_000,
         t.elapsed()
     );
+    // The verifier, as `berth plan` runs it before writing the plan.
+    let (t, c) = (Instant::now(), cpu_time());
+    let verdict = berth_compiler::verify::verify(&ir, &plan, at);
+    println!(
+        "verify: {:.3?} wall, {:.2?} CPU, {}",
+        t.elapsed(),
+        cpu_time() - c,
+        match &verdict {
+            Ok(_) => "verified".to_owned(),
+            Err(v) => format!("{} violations (first: {})", v.len(), v[0]),
+        }
+    );
     println!("peak memory (VmHWM): {}", peak_rss());
 }

@@ -20,14 +20,22 @@ use crate::verify::*;
 use std::collections::BTreeMap;
 
 /// A region, or the name of a target that has none (a region of its own).
-type RegionKey = (bool, String);
+type RegionKey<'a> = (bool, &'a str);
 
 /// How the plan's placements occupy the estate, recomputed from the placements alone.
-struct Occupancy {
+struct Occupancy<'a> {
     pools: BTreeMap<(TargetId, usize), BTreeMap<WorkloadId, u64>>,
     targets: BTreeMap<TargetId, (u64, u64)>,
     on_target: BTreeMap<(WorkloadId, TargetId), u64>,
-    in_region: BTreeMap<(WorkloadId, RegionKey), u64>,
+    in_region: BTreeMap<(WorkloadId, RegionKey<'a>), u64>,
+    /// Replicas placed per workload.
+    placed: BTreeMap<WorkloadId, u64>,
+    /// Per workload, the workloads it is isolated from, in either direction.
+    partners: Vec<Vec<WorkloadId>>,
+    /// GPUs held under each quota, entitlement and window limit, by index in the policy.
+    quota_used: Vec<u64>,
+    entitlement_used: Vec<u64>,
+    limit_used: Vec<u64>,
 }
 
 /// What keeps one more replica off one pool (or a CPU-only placement) of a target.
@@ -77,26 +85,50 @@ const CAP_REASONS: [&str; 3] = ["quota", "entitlement_limit", "window_limit"];
 type Rank = (usize, i64, i64);
 
 impl<'a> Verifier<'a> {
-    fn occupancy(&self) -> Occupancy {
+    fn occupancy(&self) -> Occupancy<'a> {
+        let ir = self.ir;
         let mut on_target: BTreeMap<_, u64> = BTreeMap::new();
         let mut in_region: BTreeMap<_, u64> = BTreeMap::new();
+        let mut placed: BTreeMap<_, u64> = BTreeMap::new();
         for p in &self.placed {
             *on_target.entry((p.w, p.t)).or_default() += p.replicas();
             *in_region.entry((p.w, self.region(p.t))).or_default() += p.replicas();
+            *placed.entry(p.w).or_default() += p.replicas();
         }
+        let mut partners = vec![Vec::new(); ir.workloads.len()];
+        for (w, spec) in ir.workloads.iter().enumerate() {
+            for &x in &spec.placement.isolate_from {
+                if x.index() != w && x.index() < partners.len() {
+                    partners[w].push(x);
+                    partners[x.index()].push(WorkloadId(w as u32));
+                }
+            }
+        }
+        let policy = &ir.policy;
         Occupancy {
             pools: self.pool_ledger(),
             targets: self.target_ledger(),
             on_target,
             in_region,
+            placed,
+            partners,
+            quota_used: (policy.quotas.iter())
+                .map(|q| self.gpus_where(|x| x.team == q.team))
+                .collect(),
+            entitlement_used: (policy.entitlements.iter())
+                .map(|e| self.gpus_where(|x| x.identity == e.identity))
+                .collect(),
+            limit_used: (policy.limits.iter())
+                .map(|l| self.gpus_where(|x| l.selector.matches(x)))
+                .collect(),
         }
     }
 
-    fn region(&self, t: TargetId) -> RegionKey {
+    fn region(&self, t: TargetId) -> RegionKey<'a> {
         let target = &self.ir.targets[t.index()];
         match &target.region {
-            Some(region) => (true, region.clone()),
-            None => (false, target.name.clone()),
+            Some(region) => (true, region.as_str()),
+            None => (false, target.name.as_str()),
         }
     }
 
@@ -166,7 +198,7 @@ impl<'a> Verifier<'a> {
     /// off `moved_from` first (for a move; `None` for one more replica).
     fn blockers(
         &self,
-        occ: &Occupancy,
+        occ: &Occupancy<'a>,
         w: WorkloadId,
         t: TargetId,
         pool: Option<usize>,
@@ -178,11 +210,7 @@ impl<'a> Verifier<'a> {
         let mut found = Vec::new();
         let here = occ.on_target.get(&(w, t)).copied().unwrap_or(0);
         let region = self.region(t);
-        let mut in_region = occ
-            .in_region
-            .get(&(w, region.clone()))
-            .copied()
-            .unwrap_or(0);
+        let mut in_region = occ.in_region.get(&(w, region)).copied().unwrap_or(0);
         if moved_from.is_some_and(|u| self.region(u) == region) {
             in_region = in_region.saturating_sub(1);
         }
@@ -194,14 +222,7 @@ impl<'a> Verifier<'a> {
         if let Some(p) = pool {
             let holders = occ.pools.get(&(t, p));
             let holds = |x: WorkloadId| holders.is_some_and(|h| h.get(&x).is_some_and(|n| *n > 0));
-            let partner = self.ir.workloads.iter().enumerate().any(|(x, other)| {
-                let x = WorkloadId(x as u32);
-                x != w
-                    && (rules.isolate_from.contains(&x)
-                        || other.placement.isolate_from.contains(&w))
-                    && holds(x)
-            });
-            if partner {
+            if occ.partners[w.index()].iter().any(|&x| holds(x)) {
                 found.push(Blocker::Isolation);
             }
             let capacity = fit::pool_capacity(self.ir, &target.pools[p]);
@@ -222,7 +243,7 @@ impl<'a> Verifier<'a> {
     }
 
     /// Whether one more replica of `w` would exceed a cap of the kind `reason` names.
-    fn cap_binds(&self, w: WorkloadId, reason: &str) -> bool {
+    fn cap_binds(&self, occ: &Occupancy<'a>, w: WorkloadId, reason: &str) -> bool {
         let ir = self.ir;
         let spec = self.workload(w);
         let units = u64::from(fit::gpu_units(spec));
@@ -231,33 +252,70 @@ impl<'a> Verifier<'a> {
         }
         let over = |used: u64, max: u32| used.saturating_add(units) > u64::from(max);
         match reason {
-            "quota" => ir.policy.quotas.iter().any(|q| {
-                q.team == spec.team && over(self.gpus_where(|x| x.team == q.team), q.max_gpu)
-            }),
-            "entitlement_limit" => ir.policy.entitlements.iter().any(|e| {
-                e.identity == spec.identity
-                    && e.max_gpu
-                        .is_some_and(|max| over(self.gpus_where(|x| x.identity == e.identity), max))
-            }),
-            "window_limit" => ir.policy.limits.iter().any(|l| {
-                self.windows.get(l.window.index()).copied().flatten() == Some(true)
-                    && l.selector.matches(spec)
-                    && over(self.gpus_where(|x| l.selector.matches(x)), l.max_gpu)
-            }),
+            "quota" => (ir.policy.quotas.iter())
+                .zip(&occ.quota_used)
+                .any(|(q, used)| q.team == spec.team && over(*used, q.max_gpu)),
+            "entitlement_limit" => (ir.policy.entitlements.iter())
+                .zip(&occ.entitlement_used)
+                .any(|(e, used)| {
+                    e.identity == spec.identity && e.max_gpu.is_some_and(|max| over(*used, max))
+                }),
+            "window_limit" => (ir.policy.limits.iter())
+                .zip(&occ.limit_used)
+                .any(|(l, used)| {
+                    self.windows.get(l.window.index()).copied().flatten() == Some(true)
+                        && l.selector.matches(spec)
+                        && over(*used, l.max_gpu)
+                }),
             _ => false,
         }
+    }
+
+    /// `t`'s place in `w`'s `fallback` list: 0 when it is not listed, else 1, 2, ….
+    fn fallback_position(&self, w: WorkloadId, t: TargetId) -> usize {
+        (self.workload(w).placement.fallback.iter())
+            .position(|f| *f == t)
+            .map_or(0, |i| i + 1)
+    }
+
+    /// Whether one replica of `w` moved off `from` could go to `t`: some pool (or, without
+    /// GPUs, the target) with nothing in the way that fits, is entitled, and `t` a candidate
+    /// that no deny rule closes. The cheap occupancy tests run first: this is asked of every
+    /// target ranked before a fallback in use.
+    fn could_move_to(
+        &self,
+        occ: &Occupancy<'a>,
+        w: WorkloadId,
+        t: TargetId,
+        from: TargetId,
+    ) -> bool {
+        let spec = self.workload(w);
+        let target = &self.ir.targets[t.index()];
+        if spec
+            .placement
+            .candidates
+            .as_ref()
+            .is_some_and(|c| !c.contains(&t))
+        {
+            return false;
+        }
+        let ways: Vec<Option<usize>> = if fit::gpu_units(spec) == 0 {
+            vec![None]
+        } else {
+            (0..target.pools.len()).map(Some).collect()
+        };
+        ways.into_iter().any(|pool| {
+            self.blockers(occ, w, t, pool, Some(from)).is_empty()
+                && fit::fit(self.ir, spec, target, pool).is_ok()
+                && self.entitled(w, t, pool)
+        }) && self.denied(w, t).is_none()
     }
 
     /// Where `t` stands in `w`'s preference ([`Rank`]).
     fn rank(&self, w: WorkloadId, t: TargetId) -> Rank {
         let spec = self.workload(w);
         let target = &self.ir.targets[t.index()];
-        let position = spec
-            .placement
-            .fallback
-            .iter()
-            .position(|f| *f == t)
-            .map_or(0, |i| i + 1);
+        let position = self.fallback_position(w, t);
         let mut prefs: Vec<Preference> = Vec::new();
         for p in &spec.placement.prefer {
             if !prefs.contains(p) {
@@ -294,7 +352,7 @@ impl<'a> Verifier<'a> {
     /// What is untrue about `rej`, given to `w` for target `t`; `None` when it is true.
     fn reason_problem(
         &self,
-        occ: &Occupancy,
+        occ: &Occupancy<'a>,
         w: WorkloadId,
         t: TargetId,
         rej: &Rejection,
@@ -328,7 +386,7 @@ impl<'a> Verifier<'a> {
                     entitled.then_some(ReasonProblem::Entitled)
                 }
                 r if CAP_REASONS.contains(&r) => {
-                    (!self.cap_binds(w, r)).then_some(ReasonProblem::CapNotReached)
+                    (!self.cap_binds(occ, w, r)).then_some(ReasonProblem::CapNotReached)
                 }
                 _ => Some(ReasonProblem::NotOfStage),
             },
@@ -338,9 +396,7 @@ impl<'a> Verifier<'a> {
                     return Some(ReasonProblem::NotOpen);
                 }
                 if reason == "not_needed" {
-                    let placed = self
-                        .placements_of(w)
-                        .fold(0u64, |n, p| n.saturating_add(p.replicas()));
+                    let placed = occ.placed.get(&w).copied().unwrap_or(0);
                     let replicas = u64::from(spec.replicas);
                     if placed < replicas {
                         return Some(ReasonProblem::NotNeededShort { placed, replicas });
@@ -408,7 +464,7 @@ impl<'a> Verifier<'a> {
             // Fallback order: a replica on fallback `j` while a target ranked before it
             // (not a fallback, or an earlier one) could take it.
             for &u in &used {
-                let j = self.rank(r.w, u).0;
+                let j = self.fallback_position(r.w, u);
                 if j == 0 {
                     continue;
                 }
@@ -416,11 +472,8 @@ impl<'a> Verifier<'a> {
                     .map(|i| TargetId(i as u32))
                     .find(|&t| {
                         t != u
-                            && self.rank(r.w, t).0 < j
-                            && self
-                                .usable(r.w, t)
-                                .into_iter()
-                                .any(|pool| self.blockers(&occ, r.w, t, pool, Some(u)).is_empty())
+                            && self.fallback_position(r.w, t) < j
+                            && self.could_move_to(&occ, r.w, t, u)
                     });
                 if let Some(t) = earlier {
                     found.push(Violation::FallbackOrder {
