@@ -20,7 +20,7 @@ use crate::verify::*;
 use std::collections::BTreeMap;
 
 /// A region, or the name of a target that has none (a region of its own).
-type RegionKey<'a> = (bool, &'a str);
+pub(in crate::verify) type RegionKey<'a> = (bool, &'a str);
 
 /// How the plan's placements occupy the estate, recomputed from the placements alone.
 struct Occupancy<'a> {
@@ -124,7 +124,8 @@ impl<'a> Verifier<'a> {
         }
     }
 
-    fn region(&self, t: TargetId) -> RegionKey<'a> {
+    /// A target's region for `per_region`: its region, or the target itself when it has none.
+    pub(in crate::verify) fn region(&self, t: TargetId) -> RegionKey<'a> {
         let target = &self.ir.targets[t.index()];
         match &target.region {
             Some(region) => (true, region.as_str()),

@@ -15,15 +15,10 @@ impl<'a> Verifier<'a> {
             let rules = &spec.placement;
             let mut per_target: BTreeMap<TargetId, u64> = BTreeMap::new();
             // A target without a region is a region of its own (keyed apart from named ones).
-            let mut per_region: BTreeMap<(bool, String), u64> = BTreeMap::new();
+            let mut per_region: BTreeMap<_, u64> = BTreeMap::new();
             for p in self.placements_of(r.w) {
-                let target = &self.ir.targets[p.t.index()];
                 *per_target.entry(p.t).or_default() += p.replicas();
-                let region = match &target.region {
-                    Some(region) => (true, region.clone()),
-                    None => (false, target.name.clone()),
-                };
-                *per_region.entry(region).or_default() += p.replicas();
+                *per_region.entry(self.region(p.t)).or_default() += p.replicas();
             }
             let span = self.wspan(r.w);
             if let Some(max) = rules.per_target {
@@ -44,7 +39,7 @@ impl<'a> Verifier<'a> {
                     if placed > u64::from(max) {
                         found.push(Violation::SpreadExceeded {
                             workload: spec.name.clone(),
-                            scope: SpreadScope::Region(region),
+                            scope: SpreadScope::Region(region.to_owned()),
                             placed,
                             max,
                             span,
