@@ -193,11 +193,17 @@ impl PolicyContext {
     /// Applies deny rules and entitlements to every eligible pair, in parallel.
     pub fn apply(&self, ir: &Ir, index: &EstateIndex, matrix: &mut EligibilityMatrix) {
         let eligible = matrix.ok_count();
-        let denies: Vec<DenyMemo> = ir
-            .policy
-            .denies
+        // A rule whose condition repeats an earlier rule's never holds first (the earlier
+        // one would have), so it gets no memo and is skipped: a spec with one deny rule per
+        // team, all alike, pays for one.
+        let rules = &ir.policy.denies;
+        let denies: Vec<Option<DenyMemo>> = rules
             .iter()
-            .map(|rule| DenyMemo::new(ir, rule, eligible))
+            .enumerate()
+            .map(|(i, rule)| {
+                let repeated = rules[..i].iter().any(|r| r.condition == rule.condition);
+                (!repeated).then(|| DenyMemo::new(ir, rule, eligible))
+            })
             .collect();
         let n_targets = matrix.n_targets();
         if n_targets == 0 {
@@ -211,7 +217,9 @@ impl PolicyContext {
             .for_each(|(w, row)| {
                 for (t, cell) in row.iter_mut().enumerate() {
                     if cell.is_ok() {
-                        let deny = |i: usize, rule: &DenyRule| denies[i].holds(ir, rule, w, t);
+                        let deny = |i: usize, rule: &DenyRule| {
+                            denies[i].as_ref().is_some_and(|m| m.holds(ir, rule, w, t))
+                        };
                         *cell = Cell::from(self.decide(ir, index, fits, deny, w, t));
                     }
                 }
