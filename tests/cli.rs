@@ -100,6 +100,35 @@ fn json_output_is_one_document_with_positions() {
     assert!(stderr(&out).is_empty(), "JSON mode prints no human text");
 }
 
+/// A valid spec whose one workload no target can run: the fleet analysis warns (W0701).
+const UNPLACEABLE: &str = "workload web {\n  release = \"1\"  image = \"web:1\"  class = production  identity = service_account(\"web\")\n  resources { cpu = 16  memory = 8GiB }\n}\n\ntarget shop { class = branch  runtime = local  connectivity = connected  cpu = 4  memory = 16GiB }\n";
+
+#[test]
+fn fleet_warnings_are_reported_and_exit_zero() {
+    let dir = temp_with(&[("web.berth", UNPLACEABLE.as_bytes())]);
+    let out = berth(dir.path(), &["check", "web.berth"]);
+    assert_eq!(code(&out), 0, "warnings alone do not fail a check");
+    let err = stderr(&out);
+    assert!(
+        err.contains("[W0701] Warning: workload `web` can run on no target"),
+        "{err}"
+    );
+    assert!(
+        err.contains("`shop` comes closest: needs 16 CPUs per replica; the target has 4"),
+        "{err}"
+    );
+    assert!(err.ends_with("1 warning in 1 file\n"), "{err}");
+
+    let out = berth(dir.path(), &["--output", "json", "check", "web.berth"]);
+    assert_eq!(code(&out), 0);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("stdout is JSON");
+    assert_eq!(doc["errors"], 0);
+    assert_eq!(doc["warnings"], 1);
+    assert_eq!(doc["diagnostics"][0]["code"], "W0701");
+    assert_eq!(doc["diagnostics"][0]["severity"], "warning");
+    assert_eq!(doc["diagnostics"][0]["start"]["line"], 1);
+}
+
 #[test]
 fn global_options_may_follow_the_subcommand() {
     let dir = temp_with(&[("web.berth", CLEAN.as_bytes())]);

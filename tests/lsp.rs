@@ -261,6 +261,43 @@ fn a_change_in_one_file_updates_diagnostics_of_another() {
     client.shutdown();
 }
 
+/// The fleet analysis weighs the whole spec: shrinking the one target in `targets.berth`
+/// makes the workload in `workloads.berth` unplaceable, and a warning (severity 2) appears
+/// there, pointing into the other file; restoring the target clears it.
+#[test]
+fn fleet_warnings_follow_edits_of_another_file() {
+    let (_dir, targets, workloads) = spec_dir();
+    let mut client = Client::start(&[]);
+    open(&mut client, &targets, TARGETS);
+    assert_eq!(client.diagnostics(&uri(&workloads)), Vec::<Value>::new());
+    client.pending.clear();
+    let small = TARGETS.replace("memory = 512GiB", "memory = 4GiB");
+    change(&mut client, &targets, 2, json!([{"text": small}]));
+    let diags = client.diagnostics(&uri(&workloads));
+    let warning = diags
+        .iter()
+        .find(|d| d["code"] == "W0701")
+        .unwrap_or_else(|| panic!("a W0701 warning in {diags:#?}"));
+    assert_eq!(warning["severity"], 2, "{warning:#}");
+    assert!(
+        warning["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("workload `scoring` can run on no target")),
+        "{warning:#}"
+    );
+    let related = warning["relatedInformation"].as_array().expect("related");
+    assert!(
+        related.iter().any(|r| r["location"]["uri"] == uri(&targets)
+            && r["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("`hpc` comes closest: needs 8GiB of memory"))),
+        "{related:#?}"
+    );
+    change(&mut client, &targets, 3, json!([{"text": TARGETS}]));
+    assert_eq!(client.diagnostics(&uri(&workloads)), Vec::<Value>::new());
+    client.shutdown();
+}
+
 #[test]
 fn duplicate_definitions_carry_related_information() {
     let (_dir, targets, workloads) = spec_dir();

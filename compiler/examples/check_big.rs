@@ -1,8 +1,10 @@
-//! Times `berth check` — [`driver::compile`]: parsing (files in parallel), names, types,
-//! policy conditions, semantic checks and lowering to the IR — on the generated spec of the
+//! Times `berth check` — [`driver::check_spec`]: parsing (files in parallel), names, types,
+//! policy conditions, semantic checks, lowering to the IR and the fleet analysis — and the
+//! same without the fleet analysis ([`driver::compile`]), on the generated spec of the
 //! front-end benchmark ([`specs::spec_files`](berth_compiler::testing::specs::spec_files)), split over a realistic number of files.
 //!
-//! `cargo run --release -p berth-compiler --example check_big [LINES [FILES [RUNS]]] [--mistakes]`
+//! `cargo run --release -p berth-compiler --example check_big [LINES [FILES [RUNS]]] [--mistakes]
+//! [--write DIR]`
 //! (defaults: 100,000 lines in 100 files, best of 10). Prints the parse stage alone, the
 //! whole check, the CPU time beside the wall time, and the peak resident memory. With
 //! `--mistakes`, the spec has thousands of semantic errors
@@ -28,13 +30,27 @@ fn main() {
     } else {
         testgen::spec_files(lines, files)
     };
+    // `--write DIR`: the spec's files written to DIR too, for timing `berth check DIR`.
+    let write_to = std::env::args()
+        .skip_while(|a| a != "--write")
+        .nth(1)
+        .map(std::path::PathBuf::from);
     let mut map = SourceMap::new();
     for (i, text) in texts.into_iter().enumerate() {
-        map.add(format!("spec/part_{i:04}.berth"), text);
+        let name = format!("part_{i:04}.berth");
+        if let Some(dir) = &write_to
+            && let Err(e) =
+                std::fs::create_dir_all(dir).and_then(|()| std::fs::write(dir.join(&name), &text))
+        {
+            eprintln!("cannot write {}: {e}", dir.display());
+            std::process::exit(2);
+        }
+        map.add(format!("spec/{name}"), text);
     }
     let total_lines: usize = map.files().iter().map(|f| f.line_count()).sum();
     let bytes: usize = map.files().iter().map(|f| f.text.len()).sum();
-    let compiled = driver::compile(&map);
+    let ids = driver::all_files(&map);
+    let compiled = driver::check_spec(&map, &ids);
     let workloads = compiled.ir.as_ref().map_or(0, |ir| ir.workloads.len());
     println!(
         "{total_lines} lines, {bytes} bytes in {files} file(s): {} diagnostics, {workloads} workloads",
@@ -50,10 +66,13 @@ fn main() {
     }
     drop(compiled);
 
-    let ids = driver::all_files(&map);
     let (parse, parse_cpu) = timed(runs, || driver::parse(&map, &ids));
-    let (check, check_cpu) = timed(runs, || driver::compile(&map));
+    let (compile, compile_cpu) = timed(runs, || driver::compile(&map));
+    let (check, check_cpu) = timed(runs, || driver::check_spec(&map, &ids));
     println!("parse: {parse:.1?} wall (best of {runs}), {parse_cpu:.1?} CPU per run");
+    println!(
+        "compile (no fleet analysis): {compile:.1?} wall (best of {runs}), {compile_cpu:.1?} CPU per run"
+    );
     println!("check: {check:.1?} wall (best of {runs}), {check_cpu:.1?} CPU per run");
     println!("peak memory (VmHWM): {}", support::peak_rss());
 }

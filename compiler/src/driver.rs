@@ -105,6 +105,19 @@ pub fn compile_spec(sources: &SourceMap, files: &[FileId]) -> Compilation {
     }
 }
 
+/// Compiles as [`compile_spec`] does, then adds the fleet analysis's warnings (`W07xx`) when
+/// the spec is free of errors: what `berth check` and the language server report.
+pub fn check_spec(sources: &SourceMap, files: &[FileId]) -> Compilation {
+    let mut compiled = compile_spec(sources, files);
+    if let Some(ir) = &compiled.ir {
+        compiled
+            .diagnostics
+            .extend(crate::analysis::warnings(ir, sources));
+        sort_and_dedup(&mut compiled.diagnostics);
+    }
+    compiled
+}
+
 /// A field the parser could not read is reported once, as a syntax error: in a file with
 /// syntax errors, "missing required field" would mostly repeat them (an unterminated string
 /// swallows the rest of its block), so those are left out until the syntax is fixed.
@@ -124,10 +137,11 @@ fn drop_cascades(parsed: &[Parsed], semantic: &mut Vec<Diagnostic>) {
     semantic.retain(|d| d.code != Code::MissingField || !broken.contains(&d.primary.span.file));
 }
 
-/// Checks every file of `sources` as one spec: syntax, names, types and the semantic checks.
+/// Checks every file of `sources` as one spec: syntax, names, types, the semantic checks
+/// and the fleet analysis.
 pub fn check(sources: &SourceMap) -> CheckOutput {
     CheckOutput {
-        diagnostics: compile(sources).diagnostics,
+        diagnostics: check_spec(sources, &all_files(sources)).diagnostics,
     }
 }
 
@@ -136,7 +150,7 @@ pub fn check(sources: &SourceMap) -> CheckOutput {
 pub fn check_specs(sources: &SourceMap, specs: &[Vec<FileId>]) -> CheckOutput {
     let mut diagnostics: Vec<Diagnostic> = specs
         .iter()
-        .flat_map(|files| compile_spec(sources, files).diagnostics)
+        .flat_map(|files| check_spec(sources, files).diagnostics)
         .collect();
     sort_and_dedup(&mut diagnostics);
     CheckOutput { diagnostics }

@@ -9,6 +9,10 @@
 
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
+#[cfg(feature = "testing")]
+pub mod analysis;
+#[cfg(not(feature = "testing"))]
+pub(crate) mod analysis;
 pub mod diagnostics;
 pub mod driver;
 pub mod ide;

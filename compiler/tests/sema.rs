@@ -3,11 +3,14 @@
 //! `data/sema/ok/*.berth` file and every `examples/*/` directory checks clean and has a
 //! snapshot of its IR. A first line `// errors: N` asserts the number of errors.
 
+mod neutral;
+
 use berth_compiler::diagnostics::Diagnostic;
 use berth_compiler::ir::Ir;
 use berth_compiler::sema::{self, analyze, ir_to_json};
 use berth_compiler::source::SourceMap;
 use berth_compiler::syntax::{Parsed, parse_file};
+use neutral::render;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -24,59 +27,6 @@ fn check(files: &[(String, String)]) -> (SourceMap, Vec<Parsed>, Option<Ir>, Vec
         .collect();
     let (ir, diags) = analyze(&map, &parsed);
     (map, parsed, ir, diags)
-}
-
-/// One line per diagnostic and per label/note/help, with `file:line:col` positions.
-fn render(map: &SourceMap, diags: &[Diagnostic]) -> String {
-    let pos = |span: berth_compiler::source::Span| match map.get(span.file) {
-        Some(f) => {
-            let lc = f.line_col(span.start);
-            format!("{}:{}:{}", f.name, lc.line, lc.column)
-        }
-        None => "<std>".to_string(),
-    };
-    let text = |span: berth_compiler::source::Span| {
-        map.get(span.file)
-            .map(|f| f.slice(span).to_string())
-            .unwrap_or_default()
-    };
-    let mut out = String::new();
-    for d in diags {
-        let _ = writeln!(
-            out,
-            "{}[{}] {}: {}",
-            severity(d),
-            d.code,
-            pos(d.primary.span),
-            d.message
-        );
-        let _ = writeln!(
-            out,
-            "  primary `{}`: {}",
-            text(d.primary.span),
-            d.primary.message
-        );
-        for l in &d.labels {
-            let _ = writeln!(
-                out,
-                "  label {} `{}`: {}",
-                pos(l.span),
-                text(l.span),
-                l.message
-            );
-        }
-        for n in &d.notes {
-            let _ = writeln!(out, "  note: {n}");
-        }
-        if let Some(h) = &d.help {
-            let _ = writeln!(out, "  help: {h}");
-        }
-    }
-    out
-}
-
-fn severity(d: &Diagnostic) -> &'static str {
-    if d.is_error() { "error" } else { "warning" }
 }
 
 fn read(path: &Path) -> (String, String) {
@@ -347,36 +297,7 @@ fn print_documented_examples() {
         }
         let (map, _, _, diags) = check(&[("example.berth".into(), read(&path).1)]);
         println!("@@ {}", code.as_str());
-        for d in &diags {
-            let f = map.get(d.primary.span.file);
-            let lc = |s: berth_compiler::source::Span| f.map(|f| f.line_col(s.start));
-            let text = |s: berth_compiler::source::Span| {
-                f.map(|f| f.slice(s).to_string()).unwrap_or_default()
-            };
-            println!("{}[{}]: {}", severity(d), d.code, d.message);
-            if let Some(p) = lc(d.primary.span) {
-                println!("  --> example.berth:{}:{}", p.line, p.column);
-            }
-            if d.primary.message.is_empty() {
-                println!("  primary `{}`", text(d.primary.span));
-            } else {
-                println!(
-                    "  primary `{}`: {}",
-                    text(d.primary.span),
-                    d.primary.message
-                );
-            }
-            for l in &d.labels {
-                let line = lc(l.span).map_or(0, |p| p.line);
-                println!("  label `{}` (line {line}): {}", text(l.span), l.message);
-            }
-            for n in &d.notes {
-                println!("  note: {n}");
-            }
-            if let Some(h) = &d.help {
-                println!("  help: {h}");
-            }
-        }
+        print!("{}", neutral::documented(&map, &diags));
     }
 }
 

@@ -2,13 +2,14 @@
 //! Every code is documented with an example in `docs/diagnostics.md` (a test checks this).
 //!
 //! Ranges: E00xx lexical, E01xx syntax and input limits, E02xx names and imports,
-//! E03xx schema and types, E04xx semantic checks, E05xx placement and plan, E06xx verifier.
+//! E03xx schema and types, E04xx semantic checks, E05xx placement and plan, E06xx verifier,
+//! W07xx fleet analysis (warnings, never errors).
 
 use serde::{Serialize, Serializer};
 
 macro_rules! codes {
     ($($(#[doc = $doc:literal])* $name:ident = $num:literal, $title:literal;)*) => {
-        /// A stable diagnostic code such as `E0101`.
+        /// A stable diagnostic code such as `E0101` (an error) or `W0701` (a warning).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub enum Code {
             $($(#[doc = $doc])* $name,)*
@@ -250,6 +251,23 @@ codes! {
     UntrueReason = "E0634", "untrue rejection reason";
     /// A replica on a fallback while a target ranked before it could take it.
     FallbackOrder = "E0635", "fallback out of order";
+
+    // ---- W07xx: fleet analysis (warnings: what the spec allows the fleet to do) ----
+    /// A workload no target of the spec can technically run, whatever its candidate list.
+    Unplaceable = "W0701", "workload runs on no target";
+    /// A workload that some targets could run, each of them forbidden to it by a deny rule or
+    /// an entitlement.
+    ForbiddenEverywhere = "W0702", "workload forbidden everywhere";
+    /// An entitlement every placement of which a deny rule forbids.
+    DeadEntitlement = "W0703", "entitlement made dead by deny rules";
+    /// A quota, entitlement or limit allowing more GPUs than the fleet has that it could count.
+    CapAboveFleet = "W0704", "GPU cap above the fleet";
+    /// A window with no day to open on.
+    WindowNeverOpens = "W0705", "window never opens";
+    /// A fallback target the workload may never use.
+    FallbackNeverUsable = "W0706", "fallback never usable";
+    /// A candidate list whose every target refuses the workload, while others would take it.
+    CandidatesUnusable = "W0707", "candidate list names no usable target";
 }
 
 impl Serialize for Code {

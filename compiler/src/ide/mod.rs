@@ -125,7 +125,7 @@ pub struct QuickFix {
 impl Analysis {
     /// Compiles every file of `sources` as one spec.
     pub fn new(sources: SourceMap) -> Analysis {
-        let compilation = driver::compile(&sources);
+        let compilation = driver::check_spec(&sources, &driver::all_files(&sources));
         Analysis {
             sources,
             compilation,

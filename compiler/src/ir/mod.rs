@@ -676,7 +676,8 @@ pub enum Value {
 /// `data.line_images.max_latency`, `services.object_store`, `pool.l4.accelerator`,
 /// `data.line_images` (a target's offer), `connectivity`, `class`, `environments`.
 /// Models use `variant.fp16` and `variant.fp16.gpu_memory`; a workload's `placement` block is
-/// under `placement` and `placement.spread`, `placement.targets`, …; records nest the same
+/// under `placement` and `placement.spread`, `placement.targets`, …, with each listed target
+/// under `placement.targets.NAME` and `placement.fallback.NAME`; records nest the same
 /// way (`runtime.context`, `connectivity.wan_latency`). Spans cover the whole entry
 /// (`gpu = 1`), or the list element for `services.NAME`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

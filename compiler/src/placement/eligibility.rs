@@ -141,6 +141,23 @@ impl EligibilityMatrix {
         RowContext::new(ir, index, w, self.fits.row(w)).check(t)
     }
 
+    /// The first failing eligibility requirement of workload `w` on every target, in target
+    /// order, as if `w`'s placement listed every target: what each target lacks technically,
+    /// candidate list aside.
+    pub fn explain_beyond_candidates(
+        &self,
+        ir: &Ir,
+        index: &EstateIndex,
+        w: usize,
+    ) -> Vec<Verdict> {
+        if w >= ir.workloads.len() {
+            return Vec::new();
+        }
+        let mut ctx = RowContext::new(ir, index, w, self.fits.row(w));
+        ctx.candidates = None;
+        (0..ir.targets.len()).map(|t| ctx.check(t)).collect()
+    }
+
     pub fn n_targets(&self) -> usize {
         self.n_targets
     }

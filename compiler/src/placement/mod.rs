@@ -5,7 +5,8 @@
 //! caps), [`assign`] (replicas onto pools, capacity-aware), then this module assembles the
 //! plan: placements with their realisation (variant, data endpoints, service bindings,
 //! cost, score), rejected targets with reasons ([`reasons`]), infeasibility explained
-//! ([`infeasible`]), ledgers, window states, approvals and reclaims.
+//! ([`infeasible`]), ledgers, window states, approvals and reclaims. [`screen`] runs the
+//! stages that depend on neither load nor time alone, for the fleet analysis.
 //!
 //! The meaning of every form and the algorithm are documented in `docs/placement.md`.
 //! Deterministic: the same IR and instant give byte-identical JSON; parallel stages write
@@ -17,6 +18,7 @@ pub mod index;
 pub(crate) mod infeasible;
 pub mod policy;
 pub(crate) mod reasons;
+pub mod screen;
 pub(crate) mod tally;
 pub mod units;
 pub mod verdict;

@@ -105,27 +105,12 @@ pub struct PolicyContext {
 impl PolicyContext {
     pub fn new(ir: &Ir, at: Timestamp) -> Self {
         let policy = &ir.policy;
-        let window_in_effect = policy
+        let mut ctx = PolicyContext::without_caps(ir);
+        ctx.window_in_effect = policy
             .windows
             .iter()
             .map(|w| window_in_effect(w, at))
             .collect();
-        let entitlements_of: Vec<Vec<u32>> = ir
-            .workloads
-            .iter()
-            .map(|w| {
-                (0..policy.entitlements.len() as u32)
-                    .filter(|&i| policy.entitlements[i as usize].identity == w.identity)
-                    .collect()
-            })
-            .collect();
-        let mut ctx = PolicyContext {
-            window_in_effect,
-            entitlements_of,
-            any_entitlement: !policy.entitlements.is_empty(),
-            caps: Vec::new(),
-            workload_caps: vec![Vec::new(); ir.workloads.len()],
-        };
         for (i, q) in policy.quotas.iter().enumerate() {
             ctx.add_cap(CapSource::Quota(i as u32), q.max_gpu, |w| {
                 ir.workloads[w].team == q.team
@@ -146,6 +131,28 @@ impl PolicyContext {
             }
         }
         ctx
+    }
+
+    /// Deny rules and entitlements alone, which depend on neither load nor time: no window
+    /// in effect, no cap (what the fleet analysis screens pairs with).
+    pub fn without_caps(ir: &Ir) -> Self {
+        let policy = &ir.policy;
+        let entitlements_of: Vec<Vec<u32>> = ir
+            .workloads
+            .iter()
+            .map(|w| {
+                (0..policy.entitlements.len() as u32)
+                    .filter(|&i| policy.entitlements[i as usize].identity == w.identity)
+                    .collect()
+            })
+            .collect();
+        PolicyContext {
+            window_in_effect: vec![false; policy.windows.len()],
+            entitlements_of,
+            any_entitlement: !policy.entitlements.is_empty(),
+            caps: Vec::new(),
+            workload_caps: vec![Vec::new(); ir.workloads.len()],
+        }
     }
 
     fn add_cap(&mut self, source: CapSource, max: u32, member: impl Fn(usize) -> bool) {
@@ -245,6 +252,19 @@ impl PolicyContext {
             )
         };
         self.decide(ir, index, fits, deny, w, t)
+    }
+
+    /// Whether the entitlements of `w`'s identity allow eligible pair (`w`, `t`), deny rules
+    /// aside (the fleet analysis asks which denials stand between an entitlement and any use).
+    pub fn entitlement_verdict(
+        &self,
+        ir: &Ir,
+        index: &EstateIndex,
+        fits: &FitTable,
+        w: usize,
+        t: usize,
+    ) -> Verdict {
+        self.decide(ir, index, fits, |_, _| false, w, t)
     }
 
     fn decide(

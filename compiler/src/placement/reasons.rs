@@ -14,7 +14,7 @@ use super::eligibility::gpu_units;
 use super::index::Partition;
 use super::policy::{CapSource, NotEntitled};
 use super::units::{bytes, count, cpus, duration, names};
-use super::verdict::{NO_DETAIL, Reason, Verdict};
+use super::verdict::{Described, NO_DETAIL, Reason, Verdict};
 use crate::ir::{Ir, ItemSpans, Selector};
 use crate::plan::{Rejection, SourceRef};
 use crate::source::{SourceMap, Span};
@@ -56,12 +56,27 @@ impl Solved<'_> {
     }
 
     pub fn site(&self, site: Site) -> Option<SourceRef> {
-        let span = match site {
+        source_ref(self.sources, self.site_span(site)?)
+    }
+
+    fn site_span(&self, site: Site) -> Option<Span> {
+        match site {
             Site::Workload(w, keys) => field_span(self.ir.spans.workloads.get(w), &keys),
             Site::Target(t, keys) => field_span(self.ir.spans.targets.get(t), &keys),
             Site::Span(s) => s,
-        }?;
-        source_ref(self.sources, span)
+        }
+    }
+
+    /// The sentence for verdict `v` of pair (`w`, `t`) with the spans of its two sides, for
+    /// diagnostics (which point at source where a plan names a line).
+    pub fn described(&self, w: usize, t: usize, v: Verdict) -> Described {
+        let reason = v.reason().unwrap_or(Reason::NotNeeded);
+        let (message, requirement, offer) = self.describe(w, t, reason, v.detail());
+        Described {
+            message,
+            requirement: self.site_span(requirement),
+            offer: self.site_span(offer),
+        }
     }
 
     /// Message and both sites for a reason.

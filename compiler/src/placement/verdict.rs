@@ -6,6 +6,7 @@
 //! for the rejections a plan lists (`reasons.rs`).
 
 use crate::plan::RejectionStage;
+use crate::source::Span;
 
 /// Why a pair is rejected. Eligibility reasons come first, in the order they are checked, so
 /// a later reason means the target got further ("nearest miss" for hints).
@@ -117,6 +118,16 @@ impl Reason {
     }
 }
 
+/// A verdict in words, with where its two sides are written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Described {
+    pub message: String,
+    /// The workload's (or a rule's) side.
+    pub requirement: Option<Span>,
+    /// The target's side.
+    pub offer: Option<Span>,
+}
+
 /// Detail value meaning "no particular pool" (a target with no GPU pool at all).
 pub const NO_DETAIL: u32 = 0x00FF_FFFF;
 
@@ -131,7 +142,6 @@ impl Verdict {
         Verdict(reason as u32 | (detail.min(NO_DETAIL) << 8))
     }
 
-    #[cfg(any(test, feature = "testing"))]
     pub fn is_ok(self) -> bool {
         self.0 == 0
     }

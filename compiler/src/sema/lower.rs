@@ -759,9 +759,22 @@ fn lower_placements(ck: &mut Checker<'_>, ir: &mut Ir, spans: &mut SpanTable) {
             seen.push((m, *span));
             prefer.extend(Preference::from_name(m));
         }
+        // Each listed target's own span, under `placement.targets.NAME` and
+        // `placement.fallback.NAME` (the fleet analysis points at the element).
+        let mut elements: Vec<(String, Span)> = targets
+            .iter()
+            .flatten()
+            .filter_map(|(t, s)| {
+                let name = &ck.names.targets.get(t.index())?.name.name;
+                Some((format!("placement.targets.{name}"), *s))
+            })
+            .collect();
         let mut fallback = Vec::new();
         for (d, span) in ck.refs(f.get("fallback"), "fallback target") {
             let Def::Target(t) = d else { continue };
+            if let Some(def) = ck.names.targets.get(t as usize) {
+                elements.push((format!("placement.fallback.{}", def.name.name), span));
+            }
             if let Some(cands) = &targets
                 && !cands.iter().any(|(c, _)| c.0 == t)
             {
@@ -789,7 +802,7 @@ fn lower_placements(ck: &mut Checker<'_>, ir: &mut Ir, spans: &mut SpanTable) {
         let Some(w) = workload else { continue };
         if let Some(s) = spans.workloads.get_mut(w as usize) {
             s.fields.insert("placement".into(), name.span);
-            for (k, v) in table {
+            for (k, v) in table.into_iter().chain(elements) {
                 s.fields.entry(k).or_insert(v);
             }
         }
