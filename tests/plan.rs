@@ -777,3 +777,76 @@ fn explain_says_which_fallback_took_a_replica_and_why_the_earlier_ones_could_not
         "{shown}"
     );
 }
+
+/// `berth plan-diff`: the peak-hours example at 10:00 (the `peak` window holds
+/// `distill_trial` back) against 22:00 (it runs, and now awaits approval).
+#[test]
+fn plan_diff_reports_what_the_evening_changes() {
+    let dir = copy_example("peak-hours", unchanged);
+    for (at, file) in [(PEAK, "day.json"), ("2025-06-04T20:00:00Z", "night.json")] {
+        let out = berth(dir.path(), &["plan", "spec", "--at", at, "-o", file]);
+        assert!(code(&out) <= 1, "{}", stderr(&out));
+    }
+    let out = berth(dir.path(), &["plan-diff", "day.json", "night.json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("distill_trial  0 of 1  1 of 1  1 gained on munich_hpc/h100; +460.80 a day"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cost per day: 338.40 → 799.20 (+460.80)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("approvals newly needed: `distill_trial` (460.80 a day, above 250.00 under policy `fair_use`)"),
+        "{text}"
+    );
+    insta::assert_snapshot!(text);
+
+    let out = berth(
+        dir.path(),
+        &["--output", "json", "plan-diff", "night.json", "day.json"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    let w = &doc["workloads"][0];
+    assert_eq!(w["workload"], "distill_trial");
+    assert_eq!(w["status_before"], "placed");
+    assert_eq!(w["status_after"], "unplaced");
+    assert_eq!(w["lost"][0]["site"]["target"], "munich_hpc");
+    assert_eq!(w["lost"][0]["replicas"], 1);
+    assert_eq!(doc["approvals_no_longer_needed"][0], "distill_trial");
+    assert_eq!(doc["before"]["replicas_placed"], 14);
+    assert_eq!(doc["after"]["replicas_placed"], 13);
+
+    let out = berth(dir.path(), &["plan-diff", "day.json", "day.json"]);
+    assert_eq!(code(&out), 0);
+    assert!(
+        stdout(&out).ends_with("no change: every workload is placed alike, at the same cost\n")
+    );
+}
+
+#[test]
+fn plan_diff_refuses_an_edited_plan_and_names_a_missing_one() {
+    let dir = copy_example("quickstart", unchanged);
+    let out = berth(
+        dir.path(),
+        &["plan", "spec", "--at", PEAK, "-o", "plan.json"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = fs::read_to_string(dir.path().join("plan.json")).expect("plan");
+    let edited = text.replacen("\"replicas\": 1", "\"replicas\": 3", 1);
+    assert_ne!(edited, text, "the edit applies");
+    fs::write(dir.path().join("edited.json"), edited).expect("write");
+    let out = berth(dir.path(), &["plan-diff", "plan.json", "edited.json"]);
+    assert_eq!(code(&out), 1);
+    assert!(
+        stderr(&out).contains("`edited.json` was edited after it was made"),
+        "{}",
+        stderr(&out)
+    );
+    let out = berth(dir.path(), &["plan-diff", "plan.json", "missing.json"]);
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("`missing.json`"), "{}", stderr(&out));
+}

@@ -47,6 +47,8 @@ pub enum Command {
     Explain(commands::explain::ExplainArgs),
     /// Re-check a saved plan against its spec.
     Verify(commands::verify::VerifyArgs),
+    /// What changes from one saved plan to another: moves, losses, saturation, cost, approvals.
+    PlanDiff(commands::plan_diff::PlanDiffArgs),
     /// Rewrite sources in the canonical layout.
     Fmt {
         /// Write nothing: list the files that would change and fail if there are any.
@@ -155,6 +157,7 @@ fn dispatch(command: Command, ui: &mut Ui<'_>) -> io::Result<Exit> {
         Command::Plan(args) => commands::plan::run(&args, ui),
         Command::Explain(args) => commands::explain::run(&args, ui),
         Command::Verify(args) => commands::verify::run(&args, ui),
+        Command::PlanDiff(args) => commands::plan_diff::run(&args, ui),
         Command::Fmt { check, paths } => {
             let mode = if check {
                 FmtMode::Check

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 
+pub mod diff;
 mod read;
 pub use read::{PlanReadError, from_json};
 

@@ -3,8 +3,8 @@
 //! ends with an [`Exit`]. [`crate::cli`] parses the command line and dispatches here.
 //!
 //! - [`check`], [`fmt`]: sources (`berth check`, `berth fmt`).
-//! - [`plan`], [`explain`], [`verify`]: placement (`berth plan`, `berth explain`,
-//!   `berth verify`); [`spec`] is what they share (one spec loaded, the plan instant,
+//! - [`plan`], [`explain`], [`verify`], [`plan_diff`]: placement (`berth plan`, `berth
+//!   explain`, `berth verify`, `berth plan-diff`); [`spec`] is what they share (one spec loaded, the plan instant,
 //!   violations printed) and [`table`] the plan's table for people.
 //! - [`render`], [`apply`], [`diff`], [`approve`], [`status`]: a plan put to work;
 //!   [`input`] is what they share (the plan to work with and the refusals that keep a stale,
@@ -26,6 +26,7 @@ pub mod fmt;
 pub mod input;
 pub mod keys;
 pub mod plan;
+pub mod plan_diff;
 pub mod render;
 pub mod spec;
 pub mod status;

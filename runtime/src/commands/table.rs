@@ -201,8 +201,9 @@ fn rejected_line(rejected: &[Rejection]) -> String {
 }
 
 /// Columns padded to their widest cell, two spaces apart, indented by two.
-fn table(out: &mut String, rows: &[[String; 5]]) {
-    let mut widths = [0usize; 5];
+/// Rows of cells in columns as wide as their widest cell, indented by one space.
+pub(super) fn table<const N: usize>(out: &mut String, rows: &[[String; N]]) {
+    let mut widths = [0usize; N];
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
