@@ -850,3 +850,74 @@ fn plan_diff_refuses_an_edited_plan_and_names_a_missing_one() {
     assert_eq!(code(&out), 2);
     assert!(stderr(&out).contains("`missing.json`"), "{}", stderr(&out));
 }
+
+/// `berth plan EXAMPLE --what-if FILE` for every scenario of `tests/data/what-if/EXAMPLE/`,
+/// at the peak instant: the report people read, kept as snapshots (exit code, stdout,
+/// stderr); in JSON, the plan before is the example's own plan.
+#[test]
+fn what_if_scenarios_on_the_examples() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/what-if");
+    let mut scenarios: Vec<(String, PathBuf)> = Vec::new();
+    for example in fs::read_dir(&root).expect("what-if scenarios") {
+        let example = example.expect("entry").path();
+        let name = example
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        for file in fs::read_dir(&example).expect("scenarios") {
+            scenarios.push((name.clone(), file.expect("entry").path()));
+        }
+    }
+    scenarios.sort();
+    assert!(scenarios.len() >= 5, "{scenarios:?}");
+    for (name, scenario) in scenarios {
+        let dir = copy_example(&name, unchanged);
+        let file = scenario
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        fs::copy(&scenario, dir.path().join(&file)).expect("copy");
+        let out = berth(
+            dir.path(),
+            &["plan", "spec", "--at", PEAK, "--what-if", &file],
+        );
+        let shown = format!(
+            "exit {}\n--- stdout\n{}--- stderr\n{}",
+            code(&out),
+            stdout(&out),
+            stderr(&out)
+        );
+        let stem = file.trim_end_matches(".berth");
+        insta::assert_snapshot!(format!("what_if_{name}_{stem}"), shown);
+        if code(&out) != 0 {
+            continue;
+        }
+        let json = berth(
+            dir.path(),
+            &[
+                "--output",
+                "json",
+                "plan",
+                "spec",
+                "--at",
+                PEAK,
+                "--what-if",
+                &file,
+            ],
+        );
+        let doc: serde_json::Value = serde_json::from_str(&stdout(&json)).expect("JSON");
+        let own = berth(
+            dir.path(),
+            &["plan", "spec", "--at", PEAK, "-o", "plan.json"],
+        );
+        assert!(code(&own) <= 1, "{}", stderr(&own));
+        assert_eq!(
+            doc["before"]["plan_id"],
+            plan_json(dir.path())["plan_id"],
+            "{file}"
+        );
+        assert_eq!(doc["after"]["at"], PEAK, "{file}");
+    }
+}

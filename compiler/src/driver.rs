@@ -220,7 +220,56 @@ fn plan_then<R>(
     at: Timestamp,
     then: impl FnOnce(&placement::Solved<'_>) -> R,
 ) -> Result<(Planned, R), PlanFailure> {
-    let compiled = compile(sources);
+    plan_compiled(compile(sources), sources, at, then)
+}
+
+/// Parses the files of `sources` as one spec changed by its what-if file `what_if` (the
+/// other files are the base spec; `docs/language.md`, "What-if files"), and analyses the
+/// result: diagnostics point into the base files or the what-if file.
+pub fn compile_what_if(sources: &SourceMap, what_if: FileId) -> Compilation {
+    let files = all_files(sources);
+    let mut parsed = parse(sources, &files);
+    let Some(at) = parsed.iter().position(|p| p.ast.file == what_if) else {
+        return compile_spec(sources, &files);
+    };
+    let overlay = parsed.remove(at);
+    let syntax: Vec<Diagnostic> = parsed
+        .iter()
+        .chain(std::iter::once(&overlay))
+        .flat_map(|p| p.diagnostics.iter().cloned())
+        .collect();
+    let (merged, changes) = crate::what_if::apply(sources, parsed, overlay);
+    let (ir, mut semantic) = sema::analyze(sources, &merged);
+    drop_cascades(&merged, &mut semantic);
+    let mut diagnostics: Vec<Diagnostic> =
+        syntax.into_iter().chain(changes).chain(semantic).collect();
+    sort_and_dedup(&mut diagnostics);
+    let ir = ir.filter(|_| !diagnostics.iter().any(Diagnostic::is_error));
+    Compilation {
+        parsed: merged,
+        ir,
+        diagnostics,
+    }
+}
+
+/// Plans the spec of `sources` changed by its what-if file `what_if`, as [`plan`] plans a
+/// spec: placed at `at` and verified.
+pub fn plan_what_if(
+    sources: &SourceMap,
+    what_if: FileId,
+    at: Timestamp,
+) -> Result<Planned, PlanFailure> {
+    plan_compiled(compile_what_if(sources, what_if), sources, at, |_| ())
+        .map(|(planned, ())| planned)
+}
+
+/// Solves and verifies a compiled spec.
+fn plan_compiled<R>(
+    compiled: Compilation,
+    sources: &SourceMap,
+    at: Timestamp,
+    then: impl FnOnce(&placement::Solved<'_>) -> R,
+) -> Result<(Planned, R), PlanFailure> {
     let Some(ir) = compiled.ir else {
         return Err(PlanFailure::Spec(compiled.diagnostics));
     };

@@ -41,5 +41,6 @@ pub mod testing;
 pub mod verify;
 #[cfg(not(feature = "testing"))]
 pub(crate) mod verify;
+pub(crate) mod what_if;
 
 pub use driver::{CheckOutput, check};

@@ -169,6 +169,10 @@ codes! {
     TelemetryChoice = "E0412", "telemetry needs one mode";
     /// A workload asking for a MIG profile without a GPU count.
     MigWithoutGpu = "E0413", "MIG profile without a GPU count";
+    /// A what-if file's `offline` on something it cannot take out of the spec: a target the
+    /// base spec does not define, an item that is not a target, a value other than `true`, or
+    /// an offline target with other changes.
+    InvalidWhatIf = "E0414", "invalid what-if change";
 
     // ---- E05xx: placement and plan ----
 

@@ -91,6 +91,8 @@ pub struct WorkloadDiff {
     pub gained: Vec<SiteReplicas>,
     pub cost_per_day_before: Money,
     pub cost_per_day_after: Money,
+    /// Why the plan after leaves replicas out, as it says (`unplaced.message`).
+    pub short_after: Option<String>,
 }
 
 /// A workload's replicas in one plan.
@@ -315,6 +317,9 @@ fn workload_diff(
         gained: rest(arrived),
         cost_per_day_before: before.map_or(Money(0), |w| w.cost_per_day),
         cost_per_day_after: after.map_or(Money(0), |w| w.cost_per_day),
+        short_after: after
+            .and_then(|w| w.unplaced.as_ref())
+            .map(|u| u.message.clone()),
     };
     let unchanged = d.moved.is_empty()
         && d.lost.is_empty()

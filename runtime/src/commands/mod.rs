@@ -3,8 +3,8 @@
 //! ends with an [`Exit`]. [`crate::cli`] parses the command line and dispatches here.
 //!
 //! - [`check`], [`fmt`]: sources (`berth check`, `berth fmt`).
-//! - [`plan`], [`explain`], [`verify`], [`plan_diff`]: placement (`berth plan`, `berth
-//!   explain`, `berth verify`, `berth plan-diff`); [`spec`] is what they share (one spec loaded, the plan instant,
+//! - [`plan`], [`explain`], [`verify`], [`plan_diff`], [`what_if`]: placement (`berth plan`,
+//!   `berth explain`, `berth verify`, `berth plan-diff`, `berth plan --what-if`); [`spec`] is what they share (one spec loaded, the plan instant,
 //!   violations printed) and [`table`] the plan's table for people.
 //! - [`render`], [`apply`], [`diff`], [`approve`], [`status`]: a plan put to work;
 //!   [`input`] is what they share (the plan to work with and the refusals that keep a stale,
@@ -32,6 +32,7 @@ pub mod spec;
 pub mod status;
 mod table;
 pub mod verify;
+pub mod what_if;
 
 use crate::files::LoadError;
 use crate::report::{Exit, Ui};

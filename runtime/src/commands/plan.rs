@@ -1,10 +1,11 @@
-//! `berth plan SPEC_DIR [--at RFC3339] [-o FILE]`: compile, place, verify, and print or save
-//! the plan. Exit 0 when every replica is placed; 1 when the plan is infeasible (it is still
+//! `berth plan SPEC_DIR [--at RFC3339] [-o FILE | --what-if FILE]`: compile, place, verify,
+//! and print or save the plan (with `--what-if`, what changes from it to the plan of the spec
+//! as the what-if file changes it: [`what_if`]). Exit 0 when every replica is placed; 1 when the plan is infeasible (it is still
 //! printed and written: infeasibility is an answer), when the spec has errors (nothing is
 //! written), when the verifier rejects the engine's plan (never written), or when `-o` names
 //! a file berth will not write over (`files::output`); 2 for usage and I/O problems.
 
-use super::{spec, table};
+use super::{spec, table, what_if};
 use crate::files::output;
 use crate::report::{Exit, OutputFormat, Ui};
 use berth_compiler::diagnostics::render::render_terminal_limited;
@@ -25,6 +26,10 @@ pub struct PlanArgs {
     /// of the spec's sources), for `berth verify` and apply.
     #[arg(short = 'o', long = "out", value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Plan the spec as changed by FILE too (a what-if file: targets offline, pools, quotas,
+    /// replicas, …), and print what changes from the plan to that one instead of the plan.
+    #[arg(long, value_name = "FILE", conflicts_with = "out")]
+    pub what_if: Option<PathBuf>,
 }
 
 /// Runs `berth plan`.
@@ -39,6 +44,9 @@ pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         let text =
             render_terminal_limited(&planned.warnings, &spec.shown, ui.color, ui.error_limit);
         ui.err.write_all(text.as_bytes())?;
+    }
+    if let Some(what_if) = &args.what_if {
+        return what_if::run(&spec, &planned.plan, what_if, ui);
     }
     let plan = &planned.plan;
     let json = plan_json(plan);

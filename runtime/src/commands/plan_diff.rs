@@ -100,6 +100,18 @@ pub fn render(diff: &PlanDiff) -> String {
         }));
         out.push('\n');
         super::table::table(&mut out, &rows);
+        for w in &diff.workloads {
+            if let Some(why) = &w.short_after {
+                let missing = w.replicas_after.declared
+                    - w.replicas_after.placed.min(w.replicas_after.declared);
+                let _ = writeln!(
+                    out,
+                    "  `{}` is {} short after: {why}",
+                    w.workload,
+                    berth_compiler::driver::units::count(u64::from(missing), "replica")
+                );
+            }
+        }
     }
     out.push('\n');
     let _ = writeln!(

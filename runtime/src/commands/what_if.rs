@@ -1,0 +1,57 @@
+//! `berth plan SPEC_DIR --what-if FILE`: the spec planned as the what-if file changes it, at
+//! the same instant, and what changes from the spec's own plan to that one (the report of
+//! `berth plan-diff`). Nothing is written.
+//!
+//! Exit 0 when both plans were made, whatever they say; 1 when the what-if file or the
+//! changed spec has errors (their diagnostics point into the file where the text is); 2 when
+//! the what-if file cannot be read.
+
+use super::{plan_diff, spec};
+use crate::files;
+use crate::report::{Exit, Ui};
+use berth_compiler::driver::{self, PlanFailure};
+use berth_compiler::plan::Plan;
+use std::io;
+use std::path::Path;
+
+/// Plans `spec` changed by the what-if file at `path` and prints the difference from `base`,
+/// the spec's own plan at the same instant.
+pub fn run(spec: &spec::Spec, base: &Plan, path: &Path, ui: &mut Ui<'_>) -> io::Result<Exit> {
+    let text = match files::read_source(path, driver::MAX_FILE_BYTES) {
+        Ok(text) => text,
+        Err(error) => {
+            ui.problem(&error, Some(error.hint()))?;
+            return Ok(Exit::Trouble);
+        }
+    };
+    // The instant the base plan records (`--at`, or the clock read once).
+    let Some(instant) = driver::plan_instant(base) else {
+        return Ok(Exit::Trouble);
+    };
+    let mut sources = spec.sources.clone();
+    let mut shown = spec.shown.clone();
+    let name = path.display().to_string();
+    let id = sources.add(name.clone(), text.clone());
+    shown.add(name, text);
+    match driver::plan_what_if(&sources, id, instant) {
+        Ok(changed) => {
+            let diff = berth_compiler::plan::diff::diff(base, &changed.plan);
+            plan_diff::print(&diff, ui)?;
+            Ok(Exit::Clean)
+        }
+        Err(PlanFailure::Spec(diags)) => {
+            ui.diagnostics(&diags, &shown, serde_json::Map::new())?;
+            ui.summary(&diags, shown.len())?;
+            ui.status(&"no what-if plan: the spec as the what-if file changes it has errors")?;
+            Ok(Exit::ErrorsFound)
+        }
+        Err(PlanFailure::Unverified { violations, .. }) => {
+            ui.problem(
+                &"the placement engine made a what-if plan that the verifier rejects",
+                Some("this is a bug in berth: please report it with the spec, the what-if file and the `--at` used"),
+            )?;
+            spec::print_violations(&violations, &shown, serde_json::Map::new(), ui)?;
+            Ok(Exit::ErrorsFound)
+        }
+    }
+}
