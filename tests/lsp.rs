@@ -298,6 +298,76 @@ fn fleet_warnings_follow_edits_of_another_file() {
     client.shutdown();
 }
 
+/// A what-if file of the spec directory (`NAME.what-if.berth`) is checked against the spec
+/// as it is typed: its own mistakes are published on it, and a spec file's mistake the change
+/// alone causes is published on it too, at its start, linking to the place.
+#[test]
+fn what_if_files_are_checked_against_their_spec() {
+    let (dir, _targets, workloads) = spec_dir();
+    let workloads_path = workloads.clone();
+    let with_fallback = WORKLOADS.replace(
+        "  targets = [hpc]\n",
+        "  targets = [hpc]\n  fallback = [hpc]\n",
+    );
+    assert_ne!(with_fallback, WORKLOADS);
+    let what_if = dir.path().join("hpc-down.what-if.berth");
+    let mut client = Client::start(&[]);
+    open(&mut client, &what_if, "target hpc2 { offline = true }\n");
+    let diags = client.diagnostics(&uri(&what_if));
+    assert_eq!(diags.len(), 1, "{diags:#?}");
+    assert_eq!(diags[0]["code"], "E0414");
+    assert!(
+        diags[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("the base spec has no target `hpc2` to take offline")),
+        "{diags:#?}"
+    );
+    // The spec's own files are not touched by the what-if file.
+    assert_eq!(client.diagnostics(&uri(&workloads)), Vec::<Value>::new());
+    // Taking `hpc` offline empties `placement scoring { targets = [hpc] }`: no mistake. A
+    // replica count that is not a number is one, in the what-if file.
+    change(
+        &mut client,
+        &what_if,
+        2,
+        json!([{"text": "target hpc { offline = true }\nworkload scoring { replicas = \"two\" }\n"}]),
+    );
+    let diags = client.diagnostics(&uri(&what_if));
+    assert_eq!(diags.len(), 1, "{diags:#?}");
+    assert_eq!(diags[0]["code"], "E0304");
+    assert_eq!(
+        diags[0]["range"]["start"],
+        json!({"line": 1, "character": 30})
+    );
+    // With `targets = [other]`, the spec's own `fallback = [hpc]` is no longer among the
+    // targets: a mistake of `workloads.berth`, only with this change.
+    open(&mut client, &workloads_path, &with_fallback);
+    change(
+        &mut client,
+        &what_if,
+        3,
+        json!([{"text": "placement scoring { targets = [other] }\ntarget other {\n  class = datacenter  runtime = local  connectivity = connected  cpu = 8  memory = 8GiB\n}\n"}]),
+    );
+    let diags = client.diagnostics(&uri(&what_if));
+    let e0408 = diags
+        .iter()
+        .find(|d| d["code"] == "E0408")
+        .unwrap_or_else(|| panic!("E0408 in {diags:#?}"));
+    assert!(
+        e0408["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("workloads.berth`: fallback `hpc`")
+                && m.contains("only with the changes of the what-if file")),
+        "{e0408:#}"
+    );
+    assert_eq!(e0408["range"]["start"], json!({"line": 0, "character": 0}));
+    assert_eq!(
+        e0408["relatedInformation"][0]["location"]["uri"],
+        uri(&workloads_path).as_str()
+    );
+    client.shutdown();
+}
+
 #[test]
 fn duplicate_definitions_carry_related_information() {
     let (_dir, targets, workloads) = spec_dir();

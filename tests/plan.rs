@@ -921,3 +921,70 @@ fn what_if_scenarios_on_the_examples() {
         assert_eq!(doc["after"]["at"], PEAK, "{file}");
     }
 }
+
+/// A what-if file inside the spec directory (`NAME.what-if.berth`) is not part of the spec:
+/// `plan` leaves it out (same plan id), `plan --what-if` takes it, and `check` checks it
+/// against the spec of its directory.
+#[test]
+fn what_if_files_in_the_spec_directory() {
+    let plain = copy_example("three-plants", unchanged);
+    let out = berth(
+        plain.path(),
+        &["plan", "spec", "--at", PEAK, "-o", "plan.json"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let id = plan_json(plain.path())["plan_id"].clone();
+
+    let dir = copy_example("three-plants", unchanged);
+    let spec = dir.path().join("spec");
+    fs::write(
+        spec.join("lyon.what-if.berth"),
+        "target lyon { offline = true }\n",
+    )
+    .expect("write");
+    let out = berth(
+        dir.path(),
+        &["plan", "spec", "--at", PEAK, "-o", "plan.json"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        plan_json(dir.path())["plan_id"],
+        id,
+        "the what-if file is not in the spec"
+    );
+
+    let out = berth(
+        dir.path(),
+        &[
+            "plan",
+            "spec",
+            "--at",
+            PEAK,
+            "--what-if",
+            "spec/lyon.what-if.berth",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("vision_inspect  2 of 2  1 of 2  1 lost from lyon/l4"),
+        "{}",
+        stdout(&out)
+    );
+
+    let out = berth(dir.path(), &["check", "spec"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    fs::write(
+        spec.join("bad.what-if.berth"),
+        "target paris { offline = true }\n",
+    )
+    .expect("write");
+    let out = berth(dir.path(), &["check", "spec"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("[E0414] Error: the base spec has no target `paris` to take offline"),
+        "{err}"
+    );
+    assert!(err.contains("bad.what-if.berth:1:8"), "{err}");
+    assert!(err.ends_with("1 error in 1 file\n"), "{err}");
+}

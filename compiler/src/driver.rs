@@ -223,16 +223,15 @@ fn plan_then<R>(
     plan_compiled(compile(sources), sources, at, then)
 }
 
-/// Parses the files of `sources` as one spec changed by its what-if file `what_if` (the
-/// other files are the base spec; `docs/language.md`, "What-if files"), and analyses the
-/// result: diagnostics point into the base files or the what-if file.
-pub fn compile_what_if(sources: &SourceMap, what_if: FileId) -> Compilation {
-    let files = all_files(sources);
-    let mut parsed = parse(sources, &files);
-    let Some(at) = parsed.iter().position(|p| p.ast.file == what_if) else {
-        return compile_spec(sources, &files);
+/// Parses the files `base` of `sources` as one spec changed by the what-if file `what_if`
+/// (`docs/language.md`, "What-if files"), and analyses the result: diagnostics point into the
+/// base files or the what-if file.
+pub fn compile_what_if(sources: &SourceMap, base: &[FileId], what_if: FileId) -> Compilation {
+    let base: Vec<FileId> = base.iter().copied().filter(|f| *f != what_if).collect();
+    let parsed = parse(sources, &base);
+    let Some(overlay) = parse(sources, &[what_if]).pop() else {
+        return compile_spec(sources, &base);
     };
-    let overlay = parsed.remove(at);
     let syntax: Vec<Diagnostic> = parsed
         .iter()
         .chain(std::iter::once(&overlay))
@@ -252,14 +251,37 @@ pub fn compile_what_if(sources: &SourceMap, what_if: FileId) -> Compilation {
     }
 }
 
-/// Plans the spec of `sources` changed by its what-if file `what_if`, as [`plan`] plans a
-/// spec: placed at `at` and verified.
+/// What `berth check` and the editor report for the what-if file `what_if` of the spec made
+/// of the files `base`: the diagnostics of the changed spec that the spec alone does not have.
+/// Those in a base file are there only because of the change, and say so in a note.
+pub fn check_what_if(sources: &SourceMap, base: &[FileId], what_if: FileId) -> Vec<Diagnostic> {
+    let own = compile_spec(sources, base).diagnostics;
+    let name = sources.get(what_if).map_or("", |f| f.name.as_str());
+    compile_what_if(sources, base, what_if)
+        .diagnostics
+        .into_iter()
+        .filter(|d| d.primary.span.file == what_if || !own.contains(d))
+        .map(|d| {
+            if d.primary.span.file == what_if {
+                d
+            } else {
+                d.note(format!(
+                    "only with the changes of the what-if file `{name}`"
+                ))
+            }
+        })
+        .collect()
+}
+
+/// Plans the spec made of the files `base` of `sources` as the what-if file `what_if`
+/// changes it, as [`plan`] plans a spec: placed at `at` and verified.
 pub fn plan_what_if(
     sources: &SourceMap,
+    base: &[FileId],
     what_if: FileId,
     at: Timestamp,
 ) -> Result<Planned, PlanFailure> {
-    plan_compiled(compile_what_if(sources, what_if), sources, at, |_| ())
+    plan_compiled(compile_what_if(sources, base, what_if), sources, at, |_| ())
         .map(|(planned, ())| planned)
 }
 

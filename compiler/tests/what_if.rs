@@ -47,7 +47,7 @@ fn compile(what_if: &str) -> (SourceMap, FileId, Option<Ir>, Vec<Diagnostic>) {
     map.add("targets.berth", TARGETS);
     map.add("workloads.berth", WORKLOADS);
     let id = map.add("what-if.berth", what_if);
-    let out = driver::compile_what_if(&map, id);
+    let out = driver::compile_what_if(&map, &[FileId(0), FileId(1)], id);
     (map, id, out.ir, out.diagnostics)
 }
 

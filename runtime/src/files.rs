@@ -196,6 +196,9 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Vec<LoadError>> {
     }
     found.sort();
     dedup_same_files(&mut found);
+    // INVARIANT: what-if files come last, so a spec's files have the same ids in the loaded
+    // sources and in `relative_sources`, which leaves what-if files out.
+    found.sort_by_key(|p| is_what_if(p));
     if found.is_empty() {
         return Err(vec![LoadError::NoSources {
             paths: paths.to_vec(),
@@ -264,6 +267,17 @@ pub fn has_source_extension(path: &Path) -> bool {
     path.extension().is_some_and(|ext| ext == SOURCE_EXTENSION)
 }
 
+/// How a what-if file's name ends: `NAME.what-if.berth` in a spec directory is not part of the
+/// spec but a change of it (`berth plan --what-if`; `berth check` and the editor check it
+/// against the spec of its directory).
+pub const WHAT_IF_SUFFIX: &str = ".what-if.berth";
+
+pub fn is_what_if(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(WHAT_IF_SUFFIX))
+}
+
 /// The sources of one run: `paths[i]` is the file with id `i` in `sources`.
 #[derive(Debug, Default)]
 pub struct Loaded {
@@ -274,13 +288,37 @@ pub struct Loaded {
 impl Loaded {
     /// The files grouped into specs: one spec per directory (its files share one namespace),
     /// directories in path order, each spec's files in path order.
+    /// What-if files are not part of any spec ([`Loaded::what_ifs`]).
     pub fn specs(&self) -> Vec<Vec<FileId>> {
+        self.by_dir().into_values().collect()
+    }
+
+    /// Each what-if file, with the files of the spec of its directory (none when no spec file
+    /// of that directory was loaded).
+    pub fn what_ifs(&self) -> Vec<(FileId, Vec<FileId>)> {
+        let by_dir = self.by_dir();
+        self.sources
+            .files()
+            .iter()
+            .zip(&self.paths)
+            .filter(|(_, path)| is_what_if(path))
+            .map(|(file, path)| {
+                let dir = path.parent().unwrap_or(Path::new(""));
+                (file.id, by_dir.get(dir).cloned().unwrap_or_default())
+            })
+            .collect()
+    }
+
+    fn by_dir(&self) -> BTreeMap<&Path, Vec<FileId>> {
         let mut by_dir: BTreeMap<&Path, Vec<FileId>> = BTreeMap::new();
         for (file, path) in self.sources.files().iter().zip(&self.paths) {
+            if is_what_if(path) {
+                continue;
+            }
             let dir = path.parent().unwrap_or(Path::new(""));
             by_dir.entry(dir).or_default().push(file.id);
         }
-        by_dir.into_values().collect()
+        by_dir
     }
 }
 
@@ -310,7 +348,9 @@ pub fn load(paths: &[PathBuf], reader: &dyn SourceReader) -> Result<Loaded, Vec<
 pub fn relative_sources(root: &Path, loaded: &Loaded) -> SourceMap {
     let mut sources = SourceMap::new();
     for (file, file_path) in loaded.sources.files().iter().zip(&loaded.paths) {
-        sources.add(spec_relative_name(root, file_path), file.text.clone());
+        if !is_what_if(file_path) {
+            sources.add(spec_relative_name(root, file_path), file.text.clone());
+        }
     }
     sources
 }

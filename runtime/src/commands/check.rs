@@ -1,5 +1,6 @@
 //! `berth check PATH…`: every spec under the paths checked on its own (one directory is one
-//! spec), diagnostics printed; `--emit ir` also prints the IR of exactly one spec.
+//! spec), and every what-if file (`NAME.what-if.berth`) against the spec of its directory;
+//! diagnostics printed; `--emit ir` also prints the IR of exactly one spec.
 
 use crate::files::{self, FsReader};
 use crate::report::{Exit, OutputFormat, Ui};
@@ -23,7 +24,18 @@ pub fn run(paths: &[PathBuf], emit: Option<Emit>, ui: &mut Ui<'_>) -> io::Result
     if let Some(Emit::Ir) = emit {
         return check_emit_ir(&loaded, &specs, ui);
     }
-    let output = berth_compiler::driver::check_specs(&loaded.sources, &specs);
+    let mut output = berth_compiler::driver::check_specs(&loaded.sources, &specs);
+    // Each what-if file against the spec of its directory.
+    for (what_if, base) in loaded.what_ifs() {
+        output
+            .diagnostics
+            .extend(berth_compiler::driver::check_what_if(
+                &loaded.sources,
+                &base,
+                what_if,
+            ));
+    }
+    berth_compiler::diagnostics::sort_and_dedup(&mut output.diagnostics);
     ui.diagnostics(&output.diagnostics, &loaded.sources, serde_json::Map::new())?;
     ui.summary(&output.diagnostics, loaded.sources.len())?;
     Ok(if output.has_errors() {

@@ -31,9 +31,10 @@ pub fn run(spec: &spec::Spec, base: &Plan, path: &Path, ui: &mut Ui<'_>) -> io::
     let mut sources = spec.sources.clone();
     let mut shown = spec.shown.clone();
     let name = path.display().to_string();
+    let spec_files = driver::all_files(&sources);
     let id = sources.add(name.clone(), text.clone());
     shown.add(name, text);
-    match driver::plan_what_if(&sources, id, instant) {
+    match driver::plan_what_if(&sources, &spec_files, id, instant) {
         Ok(changed) => {
             let diff = berth_compiler::plan::diff::diff(base, &changed.plan);
             plan_diff::print(&diff, ui)?;

@@ -5,6 +5,7 @@
 //! publication of a file, so republishing an unchanged one only costs time).
 
 use super::convert;
+use berth_compiler::driver;
 use berth_compiler::ide::Analysis;
 use berth_compiler::source::{FileId, SourceFile, SourceMap};
 use crossbeam_channel::Sender;
@@ -41,6 +42,17 @@ pub struct Spec {
     pub paths: Vec<PathBuf>,
     /// Shared with hover threads (a workload hover runs the planner off the message loop).
     pub analysis: Arc<Analysis>,
+    /// The directory's what-if files (`NAME.what-if.berth`), each checked against the spec.
+    pub what_ifs: Vec<WhatIf>,
+}
+
+/// A what-if file checked against the spec of its directory.
+pub struct WhatIf {
+    pub path: PathBuf,
+    /// The spec's files (ids as in the analysis) and the what-if file, last.
+    pub sources: SourceMap,
+    /// What the changed spec has that the spec alone does not ([`driver::check_what_if`]).
+    pub diagnostics: Vec<berth_compiler::diagnostics::Diagnostic>,
 }
 
 impl Spec {
@@ -166,27 +178,50 @@ impl Server {
                 .filter(|p| p.parent() == Some(dir))
                 .cloned(),
         );
+        let (what_if_paths, paths): (Vec<PathBuf>, Vec<PathBuf>) =
+            paths.into_iter().partition(|p| crate::files::is_what_if(p));
         let mut sources = SourceMap::new();
         let mut kept = Vec::new();
         for path in paths {
-            let text = match self.open.get(&path) {
-                Some(text) => text.clone(),
-                None => {
-                    match crate::files::read_source(&path, berth_compiler::driver::MAX_FILE_BYTES) {
-                        Ok(text) => text,
-                        Err(e) => {
-                            eprintln!("berth lsp: {e}");
-                            continue;
-                        }
-                    }
-                }
+            let Some(text) = self.text_of(&path) else {
+                continue;
             };
             sources.add(path.display().to_string(), text);
             kept.push(path);
         }
+        let base = driver::all_files(&sources);
+        let what_ifs = what_if_paths
+            .into_iter()
+            .filter_map(|path| {
+                let text = self.text_of(&path)?;
+                let mut with = sources.clone();
+                let id = with.add(path.display().to_string(), text);
+                let diagnostics = driver::check_what_if(&with, &base, id);
+                Some(WhatIf {
+                    path,
+                    sources: with,
+                    diagnostics,
+                })
+            })
+            .collect();
         Spec {
             paths: kept,
             analysis: Arc::new(Analysis::new(sources)),
+            what_ifs,
+        }
+    }
+
+    /// The open text of `path`, else the file on disk (`None`, logged, when it cannot be read).
+    fn text_of(&self, path: &Path) -> Option<String> {
+        if let Some(text) = self.open.get(path) {
+            return Some(text.clone());
+        }
+        match crate::files::read_source(path, driver::MAX_FILE_BYTES) {
+            Ok(text) => Some(text),
+            Err(e) => {
+                eprintln!("berth lsp: {e}");
+                None
+            }
         }
     }
 
@@ -263,5 +298,52 @@ fn diagnostics_by_path(spec: &Spec) -> BTreeMap<PathBuf, Vec<lsp::Diagnostic>> {
             list.push(convert::diagnostic(d, file, &locate));
         }
     }
+    for what_if in &spec.what_ifs {
+        by_path.insert(what_if.path.clone(), what_if_diagnostics(spec, what_if));
+    }
     by_path
+}
+
+/// A what-if file's diagnostics. One in a spec file (there only because of the change) is
+/// shown at the start of the what-if file, naming where it is, with a link to the place.
+fn what_if_diagnostics(spec: &Spec, what_if: &WhatIf) -> Vec<lsp::Diagnostic> {
+    let own = FileId(spec.paths.len() as u32);
+    let path_of = |id: FileId| {
+        if id == own {
+            Some(&what_if.path)
+        } else {
+            spec.paths.get(id.0 as usize)
+        }
+    };
+    let locate = |id: FileId| {
+        let f = what_if.sources.get(id)?;
+        Some((convert::path_to_uri(path_of(id)?), f.clone()))
+    };
+    let Some(own_file) = what_if.sources.get(own) else {
+        return Vec::new();
+    };
+    what_if
+        .diagnostics
+        .iter()
+        .filter_map(|d| {
+            let id = d.primary.span.file;
+            if id == own {
+                return Some(convert::diagnostic(d, own_file, &locate));
+            }
+            let file = what_if.sources.get(id)?;
+            let (uri, _) = locate(id)?;
+            let mut shown = convert::diagnostic(d, file, &locate);
+            let related = lsp::DiagnosticRelatedInformation {
+                location: lsp::Location::new(uri, shown.range),
+                message: "here".into(),
+            };
+            shown.message = format!("in `{}`: {}", file.name, shown.message);
+            shown.range = lsp::Range::default();
+            shown
+                .related_information
+                .get_or_insert_with(Vec::new)
+                .insert(0, related);
+            Some(shown)
+        })
+        .collect()
 }
