@@ -36,6 +36,58 @@ impl<'a> Verifier<'a> {
         self.violations.extend(found);
     }
 
+    /// What the entitlements say against `w` holding a replica on pool `pool` of `t` (`None`:
+    /// a CPU-only replica; `holds_gpus`: whether the replica takes GPUs): the one rule
+    /// `check_entitlements` and the reasons check judge by. Empty when it is entitled.
+    pub(in crate::verify) fn entitlement_breaches(
+        &self,
+        w: WorkloadId,
+        t: TargetId,
+        pool: Option<usize>,
+        holds_gpus: bool,
+    ) -> Vec<Entitlement> {
+        let ir = self.ir;
+        let entitlements = &ir.policy.entitlements;
+        if entitlements.is_empty() {
+            return Vec::new();
+        }
+        let spec = self.workload(w);
+        let target = &ir.targets[t.index()];
+        let own: Vec<_> = entitlements
+            .iter()
+            .filter(|e| e.identity == spec.identity)
+            .collect();
+        if own.is_empty() {
+            return if holds_gpus {
+                vec![Entitlement::None]
+            } else {
+                Vec::new()
+            };
+        }
+        let pool = pool.and_then(|i| target.pools.get(i));
+        let mut breaches = Vec::new();
+        for e in own {
+            if let (Some(allowed), Some(pool)) = (&e.accelerators, pool)
+                && !allowed.contains(&pool.accelerator)
+            {
+                breaches.push(Entitlement::Accelerator {
+                    policy: e.policy.clone(),
+                    accelerator: fit::accelerator(ir, pool)
+                        .map_or_else(String::new, |a| a.name.clone()),
+                });
+            }
+            if let Some(allowed) = &e.environments
+                && !allowed.contains(&target.class)
+            {
+                breaches.push(Entitlement::Environment {
+                    policy: e.policy.clone(),
+                    class: target.class.to_string(),
+                });
+            }
+        }
+        breaches
+    }
+
     pub(in crate::verify) fn check_entitlements(&mut self) {
         let ir = self.ir;
         let entitlements = &ir.policy.entitlements;
@@ -46,42 +98,14 @@ impl<'a> Verifier<'a> {
         for p in &self.placed {
             let w = self.workload(p.w);
             let target = &ir.targets[p.t.index()];
-            let own: Vec<_> = entitlements
-                .iter()
-                .filter(|e| e.identity == w.identity)
-                .collect();
-            let breach = |breach| Violation::NotEntitled {
-                workload: w.name.clone(),
-                identity: w.identity.to_string(),
-                target: target.name.clone(),
-                breach,
-                span: self.wfield(p.w, "identity"),
-            };
-            if own.is_empty() {
-                if self.gpus(p) > 0 {
-                    found.push(breach(Entitlement::None));
-                }
-                continue;
-            }
-            let pool = p.pool.and_then(|i| target.pools.get(i));
-            for e in own {
-                if let (Some(allowed), Some(pool)) = (&e.accelerators, pool)
-                    && !allowed.contains(&pool.accelerator)
-                {
-                    found.push(breach(Entitlement::Accelerator {
-                        policy: e.policy.clone(),
-                        accelerator: fit::accelerator(ir, pool)
-                            .map_or_else(String::new, |a| a.name.clone()),
-                    }));
-                }
-                if let Some(allowed) = &e.environments
-                    && !allowed.contains(&target.class)
-                {
-                    found.push(breach(Entitlement::Environment {
-                        policy: e.policy.clone(),
-                        class: target.class.to_string(),
-                    }));
-                }
+            for breach in self.entitlement_breaches(p.w, p.t, p.pool, self.gpus(p) > 0) {
+                found.push(Violation::NotEntitled {
+                    workload: w.name.clone(),
+                    identity: w.identity.to_string(),
+                    target: target.name.clone(),
+                    breach,
+                    span: self.wfield(p.w, "identity"),
+                });
             }
         }
         for (i, e) in entitlements.iter().enumerate() {

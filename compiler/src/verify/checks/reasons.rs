@@ -136,35 +136,8 @@ impl<'a> Verifier<'a> {
     /// Whether the entitlements let `w` use `pool` of `t` (`None`: a CPU-only placement),
     /// as `check_entitlements` judges a placement.
     fn entitled(&self, w: WorkloadId, t: TargetId, pool: Option<usize>) -> bool {
-        let ir = self.ir;
-        let spec = self.workload(w);
-        if ir.policy.entitlements.is_empty() {
-            return true;
-        }
-        let target = &ir.targets[t.index()];
-        let mut own = ir
-            .policy
-            .entitlements
-            .iter()
-            .filter(|e| e.identity == spec.identity)
-            .peekable();
-        if own.peek().is_none() {
-            return fit::gpu_units(spec) == 0;
-        }
-        let accelerator = pool
-            .and_then(|p| target.pools.get(p))
-            .map(|p| p.accelerator);
-        own.all(|e| {
-            let accelerator_ok = match (&e.accelerators, accelerator) {
-                (Some(allowed), Some(a)) => allowed.contains(&a),
-                _ => true,
-            };
-            let environment_ok = e
-                .environments
-                .as_ref()
-                .is_none_or(|allowed| allowed.contains(&target.class));
-            accelerator_ok && environment_ok
-        })
+        let holds_gpus = fit::gpu_units(self.workload(w)) > 0;
+        self.entitlement_breaches(w, t, pool, holds_gpus).is_empty()
     }
 
     /// The ways `w` could run on `t` that fit technically, ignoring policy: each fitting
