@@ -731,7 +731,11 @@ fn every_command_reading_a_saved_plan_reads_it_alike() {
     // path once.
     for (plan, exit, says) in [
         ("latin1.json", 1, "is not valid UTF-8"),
-        ("missing.json", 2, "does not exist"),
+        (
+            "missing.json",
+            2,
+            "cannot read the plan: `missing.json` does not exist",
+        ),
     ] {
         for command in commands {
             let args: Vec<&str> = command

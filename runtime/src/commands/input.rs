@@ -200,7 +200,9 @@ pub fn approval_path(plan: &Path) -> PathBuf {
 /// Loads the plan to work with. A saved plan must come with its spec (`--spec`); its digest
 /// and verification are checked later by [`refusals`].
 pub fn load_input(args: &PlanInputArgs) -> Result<Result<PlanInput, Refusal>, InputProblem> {
-    let is_plan_file = args.input.is_file()
+    // A `.json` path is a saved plan even when it is missing: "cannot read the plan" says
+    // what is wrong, where a spec loader would talk of `.berth` files.
+    let is_plan_file = !args.input.is_dir()
         && args
             .input
             .extension()
