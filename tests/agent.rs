@@ -2006,6 +2006,46 @@ fn a_truncated_state_database_is_moved_aside_and_the_bundle_fetched_again() {
     );
 }
 
+/// Losing the database to corruption must not let an older signed bundle back in: the
+/// admission floor beside it remembers generation 2, so a replayed generation 1 is refused
+/// and generation 2 itself accepted again.
+#[test]
+fn after_the_database_is_lost_an_older_bundle_is_still_refused() {
+    let fixture = Fixture::new();
+    let (mut agent, served) = running_agent(&fixture);
+    let secret = &fixture.keys.secret;
+    let old = bundle(1, vec![workload("a", "sleep 1000")]).sign(secret);
+    let newer = bundle(2, vec![workload("b", "sleep 1000")]).sign(secret);
+    publish(&served, &newer);
+    agent.sync();
+    agent.wait_for_workload("b", "running", Duration::from_secs(20));
+    agent.terminate();
+    let state = fixture.root().join("state");
+    let database = state.join("agent.redb");
+    let bytes = std::fs::read(&database).expect("the database");
+    std::fs::write(&database, &bytes[..bytes.len() / 2]).expect("truncate");
+    // Someone replays the older, validly signed bundle.
+    publish(&served, &old);
+    let agent = AgentProc::start(
+        &state,
+        &fixture.keys.public,
+        &served.join("site.bundle.json").display().to_string(),
+        &[],
+    );
+    let status = wait_for(Duration::from_secs(20), || {
+        let s = agent.status();
+        s["source"]["last_rejection"]
+            .as_str()
+            .is_some_and(|r| r.contains("generation 1 is not newer than generation 2"))
+            .then_some(s)
+    });
+    assert_eq!(status["generation"], Value::Null, "{status:#}");
+    publish(&served, &newer);
+    agent.sync();
+    let status = agent.wait_for_workload("b", "running", Duration::from_secs(20));
+    assert_eq!(status["generation"], 2);
+}
+
 #[test]
 fn an_artifact_larger_than_the_cache_budget_is_not_downloaded_past_it() {
     let fixture = Fixture::new();

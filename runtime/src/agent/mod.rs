@@ -13,6 +13,7 @@
 
 pub mod api;
 pub mod cache;
+pub mod floor;
 pub mod gpu;
 pub mod source;
 pub mod state;
@@ -121,6 +122,8 @@ pub struct Agent {
     blocked: Mutex<BTreeMap<String, String>>,
     /// Workloads reclaimed under the current generation: not restarted until a new one.
     reclaimed: Mutex<BTreeMap<String, u64>>,
+    /// The last bundle accepted, as [`floor`] keeps it beside the database.
+    floor: Mutex<Option<floor::Floor>>,
     pub source: Mutex<SourceStatus>,
     pub gpus: Mutex<GpuView>,
     pub sync_now: Notify,
@@ -178,6 +181,7 @@ impl Agent {
             running: tokio::sync::Mutex::new(BTreeMap::new()),
             blocked: Mutex::new(BTreeMap::new()),
             reclaimed: Mutex::new(reclaimed),
+            floor: Mutex::new(floor::read(&config.state_dir)),
             source: Mutex::new(SourceStatus {
                 address,
                 ..SourceStatus::default()
@@ -334,6 +338,11 @@ impl Agent {
                 return Ok(None);
             }
             bundle::admissible(&offered, held.as_ref(), self.config.target.as_deref())?;
+            // The database may have been lost (moved aside when corrupt): the floor still
+            // keeps an older or foreign bundle out.
+            if let Some(floor) = self.floor.lock().ok().and_then(|f| f.clone()) {
+                floor.admits(&offered, self.config.target.as_deref())?;
+            }
             Ok(Some((signed, offered)))
         });
         match verdict {
@@ -394,6 +403,14 @@ impl Agent {
         self.state
             .accept_bundle(stored, etag, event, now_ms())
             .map_err(|e| e.to_string())?;
+        let floor = floor::Floor::of(&bundle);
+        if let Err(e) = floor::write(&self.config.state_dir, &floor) {
+            // The database holds the bundle: admission stays guarded while it is sound.
+            tracing::error!("cannot write the admission floor: {e}");
+        }
+        if let Ok(mut f) = self.floor.lock() {
+            *f = Some(floor);
+        }
         tracing::info!(
             "bundle accepted: generation {} of target `{}`",
             bundle.generation,
