@@ -21,6 +21,9 @@ use sha2::{Digest, Sha256};
 // What the command line needs of the stages beyond the driver's own functions: the input
 // limit it reads files against, parsing and formatting one file (`berth fmt`), the IR as
 // JSON (`berth check --emit ir`), and the verifier's findings (`PlanFailure::Unverified`).
+/// How `berth plan --exact` ended ([`plan_exact`]).
+#[cfg(feature = "exact")]
+pub use crate::placement::exact::ExactOutcome;
 /// Quantities written for people (`16GiB`, `250ms`), as in plans' reasons.
 pub use crate::placement::units;
 pub use crate::sema::ir_to_json;
@@ -195,6 +198,48 @@ pub struct Planned {
 /// with every unplaced workload explained.
 pub fn plan(sources: &SourceMap, at: Timestamp) -> Result<Planned, PlanFailure> {
     plan_then(sources, at, |_| ()).map(|(planned, ())| planned)
+}
+
+/// Plans as [`plan`] does, with the exact assignment where it can be (`berth plan --exact`:
+/// HiGHS, `time_limit_s` seconds in all; `placement::exact`): the plan and how the exact
+/// mode ended. Its plan passes the same verifier; should it not (a bug), the heuristic's plan
+/// is returned instead, and the outcome says so.
+#[cfg(feature = "exact")]
+pub fn plan_exact(
+    sources: &SourceMap,
+    at: Timestamp,
+    time_limit_s: f64,
+) -> Result<(Planned, ExactOutcome), PlanFailure> {
+    let compiled = compile(sources);
+    let Some(ir) = compiled.ir else {
+        return Err(PlanFailure::Spec(compiled.diagnostics));
+    };
+    let digest = source_digest(sources);
+    let (mut plan, outcome) = {
+        let (solved, outcome) = placement::solve_exact(&ir, sources, at, time_limit_s);
+        (solved.plan(at, &digest, COMPILER_VERSION), outcome)
+    };
+    match verify::verify(&ir, &plan, at) {
+        Ok(summary) => {
+            plan.verification = summary;
+            let planned = Planned {
+                ir,
+                plan,
+                warnings: compiled.diagnostics,
+            };
+            Ok((planned, outcome))
+        }
+        Err(violations) if outcome == ExactOutcome::Optimal => {
+            let outcome = ExactOutcome::Unverified {
+                violations: violations.len(),
+            };
+            self::plan(sources, at).map(|planned| (planned, outcome))
+        }
+        Err(violations) => Err(PlanFailure::Unverified {
+            plan: Box::new(plan),
+            violations,
+        }),
+    }
 }
 
 /// Plans as [`plan`] does and, from the same solve, says why target `target` holds no

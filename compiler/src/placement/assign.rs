@@ -326,58 +326,99 @@ pub fn assign(
     policy: &PolicyContext,
 ) -> Assignment {
     let options = build_options(ir, index, matrix, policy);
-    let n = ir.workloads.len();
-    let partners = isolation_partners(ir);
-    // Permitted targets per workload: the targets its options are on.
-    let permitted: Vec<usize> = options
-        .iter()
-        .map(|opts| {
-            let mut targets: Vec<u32> = opts.iter().map(|o| o.target).collect();
-            targets.sort_unstable();
-            targets.dedup();
-            targets.len()
-        })
-        .collect();
-    let mut order: Vec<u32> = (0..n as u32).collect();
-    order.sort_by(|&a, &b| {
-        let (wa, wb) = (&ir.workloads[a as usize], &ir.workloads[b as usize]);
-        wb.class
-            .cmp(&wa.class)
-            .then(permitted[a as usize].cmp(&permitted[b as usize]))
-            .then(wa.name.cmp(&wb.name))
-            .then(a.cmp(&b))
-    });
-    let mut a = Assigner {
-        ir,
-        index,
-        policy,
-        out: Assignment {
-            options,
-            slots: vec![Vec::new(); n],
-            ledger: CapacityLedger::new(ir, index, policy),
-            order,
-            partners,
-        },
-        move_budget: 16 * n + 1024,
-        chain_budget: chain::CHAIN_BUDGET_PER_WORKLOAD * n + chain::CHAIN_BUDGET_BASE,
-        journal: Vec::new(),
-        scan_budget: SCAN_BUDGET_PER_WORKLOAD * n + SCAN_BUDGET_BASE,
-        costs: ir
-            .workloads
-            .iter()
-            .map(|w| i64::from(gpu_units(w)).saturating_mul(24))
-            .collect(),
-        gpu_hour: ir
-            .targets
-            .iter()
-            .map(|t| t.cost.gpu_hour.unwrap_or_default().0)
-            .collect(),
-        latency_first: (0..n)
-            .map(|w| preferences(ir, w).first() == Some(&Preference::LowestDataLatency))
-            .collect(),
-    };
+    let mut a = Assigner::new(ir, index, policy, options);
     a.run();
     a.out
+}
+
+/// The assignment that places `counts[w][i]` replicas of each workload `w` on its option `i`
+/// of `options` (an exact solver's answer, within every constraint), then settled as every
+/// search ends: missing replicas placed where they fit, each replica on the best-ranked
+/// option it can take, so every reason the plan gives is true.
+pub fn assign_given(
+    ir: &Ir,
+    index: &EstateIndex,
+    policy: &PolicyContext,
+    options: Vec<Vec<Opt>>,
+    counts: &[Vec<u32>],
+) -> Assignment {
+    let mut a = Assigner::new(ir, index, policy, options);
+    for &w in &a.out.order.clone() {
+        let w = w as usize;
+        for (oi, &n) in counts
+            .get(w)
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .enumerate()
+        {
+            for _ in 0..n {
+                a.place(w, oi);
+            }
+        }
+    }
+    let order = a.out.order.clone();
+    a.settle(&order);
+    a.out
+}
+
+impl<'a> Assigner<'a> {
+    fn new(
+        ir: &'a Ir,
+        index: &'a EstateIndex,
+        policy: &'a PolicyContext,
+        options: Vec<Vec<Opt>>,
+    ) -> Self {
+        let n = ir.workloads.len();
+        let partners = isolation_partners(ir);
+        // Permitted targets per workload: the targets its options are on.
+        let permitted: Vec<usize> = options
+            .iter()
+            .map(|opts| {
+                let mut targets: Vec<u32> = opts.iter().map(|o| o.target).collect();
+                targets.sort_unstable();
+                targets.dedup();
+                targets.len()
+            })
+            .collect();
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        order.sort_by(|&a, &b| {
+            let (wa, wb) = (&ir.workloads[a as usize], &ir.workloads[b as usize]);
+            wb.class
+                .cmp(&wa.class)
+                .then(permitted[a as usize].cmp(&permitted[b as usize]))
+                .then(wa.name.cmp(&wb.name))
+                .then(a.cmp(&b))
+        });
+        Assigner {
+            ir,
+            index,
+            policy,
+            out: Assignment {
+                options,
+                slots: vec![Vec::new(); n],
+                ledger: CapacityLedger::new(ir, index, policy),
+                order,
+                partners,
+            },
+            move_budget: 16 * n + 1024,
+            chain_budget: chain::CHAIN_BUDGET_PER_WORKLOAD * n + chain::CHAIN_BUDGET_BASE,
+            journal: Vec::new(),
+            scan_budget: SCAN_BUDGET_PER_WORKLOAD * n + SCAN_BUDGET_BASE,
+            costs: ir
+                .workloads
+                .iter()
+                .map(|w| i64::from(gpu_units(w)).saturating_mul(24))
+                .collect(),
+            gpu_hour: ir
+                .targets
+                .iter()
+                .map(|t| t.cost.gpu_hour.unwrap_or_default().0)
+                .collect(),
+            latency_first: (0..n)
+                .map(|w| preferences(ir, w).first() == Some(&Preference::LowestDataLatency))
+                .collect(),
+        }
+    }
 }
 
 struct Assigner<'a> {

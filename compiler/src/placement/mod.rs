@@ -14,6 +14,8 @@
 
 pub mod assign;
 pub mod eligibility;
+#[cfg(feature = "exact")]
+pub mod exact;
 pub mod index;
 pub(crate) mod infeasible;
 pub mod policy;
@@ -57,11 +59,39 @@ pub struct Solved<'a> {
 
 /// Runs every stage.
 pub fn solve<'a>(ir: &'a Ir, sources: &'a SourceMap, at: Timestamp) -> Solved<'a> {
+    solve_with(ir, sources, at, assign::assign)
+}
+
+/// Runs every stage, the assignment exact where it can be ([`exact`]), HiGHS given
+/// `time_limit_s` seconds in all.
+#[cfg(feature = "exact")]
+pub fn solve_exact<'a>(
+    ir: &'a Ir,
+    sources: &'a SourceMap,
+    at: Timestamp,
+    time_limit_s: f64,
+) -> (Solved<'a>, exact::ExactOutcome) {
+    let mut outcome = exact::ExactOutcome::Optimal;
+    let solved = solve_with(ir, sources, at, |ir, index, matrix, policy| {
+        let (assignment, how) = exact::assign_exact(ir, index, matrix, policy, time_limit_s);
+        outcome = how;
+        assignment
+    });
+    (solved, outcome)
+}
+
+/// The stages before assignment, then `assign`.
+fn solve_with<'a>(
+    ir: &'a Ir,
+    sources: &'a SourceMap,
+    at: Timestamp,
+    assign: impl FnOnce(&Ir, &EstateIndex, &EligibilityMatrix, &PolicyContext) -> Assignment,
+) -> Solved<'a> {
     let index = EstateIndex::build(ir);
     let mut matrix = EligibilityMatrix::compute(ir, &index);
     let policy = PolicyContext::new(ir, at);
     policy.apply(ir, &index, &mut matrix);
-    let assignment = assign::assign(ir, &index, &matrix, &policy);
+    let assignment = assign(ir, &index, &matrix, &policy);
     Solved {
         ir,
         sources,

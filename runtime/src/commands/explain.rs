@@ -37,15 +37,16 @@ pub struct ExplainArgs {
 
 /// Runs `berth explain`.
 pub fn run(args: &ExplainArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
-    let why_not = args
-        .target
-        .as_deref()
-        .map(|target| (args.workload.as_str(), target));
+    let question = match args.target.as_deref() {
+        Some(target) => spec::Question::WhyNot(args.workload.as_str(), target),
+        None => spec::Question::Plan,
+    };
     let spec::SpecPlanned {
         spec,
         planned,
         why_not: engine_rejection,
-    } = match spec::load_and_plan(&args.spec, args.at.as_deref(), why_not, ui)? {
+        ..
+    } = match spec::load_and_plan(&args.spec, args.at.as_deref(), question, ui)? {
         Ok(done) => done,
         Err(exit) => return Ok(exit),
     };

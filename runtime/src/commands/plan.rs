@@ -30,15 +30,49 @@ pub struct PlanArgs {
     /// replicas, …), and print what changes from the plan to that one instead of the plan.
     #[arg(long, value_name = "FILE", conflicts_with = "out")]
     pub what_if: Option<PathBuf>,
+    /// Assign replicas with an exact MIP solver (HiGHS) where the estate is small enough to
+    /// solve in `--exact-time-limit`; otherwise (and says so) with the heuristic.
+    #[arg(long)]
+    pub exact: bool,
+    /// Seconds HiGHS may take with `--exact` (shared evenly between its stages).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 30.0,
+        requires = "exact"
+    )]
+    pub exact_time_limit: f64,
 }
 
 /// Runs `berth plan`.
 pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
-    let spec::SpecPlanned { spec, planned, .. } =
-        match spec::load_and_plan(&args.spec, args.at.as_deref(), None, ui)? {
-            Ok(done) => done,
-            Err(exit) => return Ok(exit),
-        };
+    let question = if args.exact {
+        if !(args.exact_time_limit > 0.0 && args.exact_time_limit.is_finite()) {
+            ui.problem(
+                &format_args!(
+                    "`--exact-time-limit {}` is not a positive number of seconds",
+                    args.exact_time_limit
+                ),
+                Some("give HiGHS some seconds, such as `--exact-time-limit 30`"),
+            )?;
+            return Ok(Exit::Trouble);
+        }
+        spec::Question::Exact(args.exact_time_limit)
+    } else {
+        spec::Question::Plan
+    };
+    let spec::SpecPlanned {
+        spec,
+        planned,
+        exact,
+        ..
+    } = match spec::load_and_plan(&args.spec, args.at.as_deref(), question, ui)? {
+        Ok(done) => done,
+        Err(exit) => return Ok(exit),
+    };
+    if let Some(outcome) = &exact {
+        ui.status(outcome)?;
+    }
     // Warnings go to stderr in both modes: stdout holds the plan alone.
     if !planned.warnings.is_empty() {
         let text =

@@ -65,6 +65,19 @@ pub struct SpecPlanned {
     pub planned: Planned,
     /// For `explain W T`: why the engine put no replica of `W` on `T` (see [`load_and_plan`]).
     pub why_not: Option<Rejection>,
+    /// With [`Question::Exact`]: how the exact mode ended.
+    pub exact: Option<driver::ExactOutcome>,
+}
+
+/// What is asked of the solve besides the plan.
+#[derive(Clone, Copy, Debug)]
+pub enum Question<'a> {
+    /// The plan alone.
+    Plan,
+    /// `explain W T`: also why the engine put no replica of `W` on `T`.
+    WhyNot(&'a str, &'a str),
+    /// `plan --exact`: the assignment exact where it can be, HiGHS given this many seconds.
+    Exact(f64),
 }
 
 /// What `plan` and `explain` share: the instant (`--at` or now), the spec at `path`, and its
@@ -75,7 +88,7 @@ pub struct SpecPlanned {
 pub fn load_and_plan(
     path: &Path,
     at: Option<&str>,
-    why_not: Option<(&str, &str)>,
+    question: Question<'_>,
     ui: &mut Ui<'_>,
 ) -> io::Result<Result<SpecPlanned, Exit>> {
     let at = match instant(at, ui)? {
@@ -86,15 +99,21 @@ pub fn load_and_plan(
         Ok(spec) => spec,
         Err(exit) => return Ok(Err(exit)),
     };
-    let planned = match why_not {
-        None => driver::plan(&spec.sources, at).map(|planned| (planned, None)),
-        Some((workload, target)) => driver::plan_and_explain(&spec.sources, at, workload, target),
+    let planned = match question {
+        Question::Plan => driver::plan(&spec.sources, at).map(|planned| (planned, None, None)),
+        Question::WhyNot(workload, target) => {
+            driver::plan_and_explain(&spec.sources, at, workload, target)
+                .map(|(planned, why_not)| (planned, why_not, None))
+        }
+        Question::Exact(seconds) => driver::plan_exact(&spec.sources, at, seconds)
+            .map(|(planned, outcome)| (planned, None, Some(outcome))),
     };
     match planned {
-        Ok((planned, why_not)) => Ok(Ok(SpecPlanned {
+        Ok((planned, why_not, exact)) => Ok(Ok(SpecPlanned {
             spec,
             planned,
             why_not,
+            exact,
         })),
         Err(PlanFailure::Spec(diags)) => {
             ui.diagnostics(&diags, &spec.shown, serde_json::Map::new())?;
