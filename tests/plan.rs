@@ -992,3 +992,37 @@ fn what_if_files_in_the_spec_directory() {
     assert!(err.contains("bad.what-if.berth:1:8"), "{err}");
     assert!(err.ends_with("1 error in 1 file\n"), "{err}");
 }
+
+/// `berth plan --exact`: on the examples the exact assignment finds the heuristic's plans
+/// (they are small and the heuristic is optimal there), says so on stderr, and the plan is
+/// verified like any other; a time limit that is not a positive number is a usage problem.
+#[test]
+fn exact_plans_say_how_they_were_made() {
+    for name in ["three-plants", "peak-hours", "training-and-inference"] {
+        let dir = copy_example(name, unchanged);
+        let own = berth(
+            dir.path(),
+            &["plan", "spec", "--at", PEAK, "-o", "plan.json"],
+        );
+        let id = plan_json(dir.path())["plan_id"].clone();
+        let out = berth(
+            dir.path(),
+            &["plan", "spec", "--at", PEAK, "--exact", "-o", "plan.json"],
+        );
+        assert_eq!(code(&out), code(&own), "{name}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("exact: every stage solved to optimality (HiGHS)"),
+            "{name}: {}",
+            stderr(&out)
+        );
+        assert_eq!(plan_json(dir.path())["plan_id"], id, "{name}");
+    }
+    let dir = copy_example("quickstart", unchanged);
+    let out = berth(
+        dir.path(),
+        &["plan", "spec", "--exact", "--exact-time-limit", "-1"],
+    );
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let out = berth(dir.path(), &["plan", "spec", "--exact-time-limit", "5"]);
+    assert_eq!(code(&out), 2, "`--exact-time-limit` needs `--exact`");
+}
