@@ -220,3 +220,59 @@ fn a_change_breaking_the_spec_is_reported_in_the_spec() {
     let file = map.get(d.primary.span.file).map(|f| f.name.as_str());
     assert_eq!(file, Some("workloads.berth"));
 }
+
+mod properties {
+    use berth_compiler::driver;
+    use berth_compiler::source::SourceMap;
+    use berth_compiler::testing::specs::spec_from_choices;
+    use proptest::prelude::*;
+
+    /// The base spec and `what_if`, compiled, planned and verified: never a panic, and a
+    /// changed spec that checks clean gives a plan the verifier accepts.
+    fn holds(base: &str, what_if: &str) {
+        let mut map = SourceMap::new();
+        let spec = map.add("spec.berth", base);
+        let id = map.add("what-if.berth", what_if);
+        let compiled = driver::compile_what_if(&map, &[spec], id);
+        if compiled.ir.is_some() {
+            let at = "2025-06-04T10:00:00Z".parse().expect("instant");
+            if let Err(driver::PlanFailure::Unverified { violations, .. }) =
+                driver::plan_what_if(&map, &[spec], id, at)
+            {
+                panic!("the changed spec's plan does not verify: {violations:#?}");
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        /// Two generated specs: the second's items amend the first's (their names overlap:
+        /// `target_0`, `workload_1`, `governance_2`, …).
+        #[test]
+        fn a_generated_spec_as_a_what_if_file(
+            base in proptest::collection::vec(any::<u8>(), 0..64),
+            change in proptest::collection::vec(any::<u8>(), 0..64),
+        ) {
+            holds(&spec_from_choices(&base), &spec_from_choices(&change));
+        }
+
+        /// Any text as a what-if file, built from the language's own words.
+        #[test]
+        fn any_text_as_a_what_if_file(
+            base in proptest::collection::vec(any::<u8>(), 0..32),
+            words in proptest::collection::vec(
+                prop::sample::select(vec![
+                    "target", "workload", "policy", "placement", "model", "use", "std.gpu.L4",
+                    "target_0", "workload_0", "offline", "=", "true", "false", "{", "}", "[", "]",
+                    "pool", "gpus", "count", "2", "replicas", "targets", "fallback", "quota",
+                    "team(\"team-0\")", "gpu", "<=", "deny", "\"x\"", "when", "governance_0",
+                    "\n", ",",
+                ]),
+                0..60,
+            ),
+        ) {
+            holds(&spec_from_choices(&base), &words.join(" "));
+        }
+    }
+}
