@@ -11,6 +11,9 @@ Every input is a one-file spec directory `DIR/NAME/input.berth`, deterministic (
 - `one-line`: the same kind of tokens on a single line of about 200,000 tokens.
 - `consts`: consecutive `const` items (about 50,000).
 - `long-list`: one `const` bound to a list of about 150,000 elements.
+- `deny-rules`: a valid spec of 2,000 targets, 2,000 workloads and 600 deny rules that never
+  hold, then one that forbids every placement: every pair walks the rules (issue 18: the fleet
+  analysis of `check` took 37 s, `plan` 6.3 s).
 """
 
 import os
@@ -56,6 +59,22 @@ def long_list(budget):
     return head + ", ".join(["1"] * n) + tail
 
 
+def deny_rules(budget):
+    n, rules = 2000, 600
+    out = []
+    for i in range(n):
+        out.append(f"target t{i} {{ class = datacenter  runtime = local  connectivity = connected  cpu = 64  memory = 64GiB }}\n")
+    for i in range(n):
+        out.append(f'workload w{i} {{ release = "1"  image = "w:1"  class = production  identity = service_account("s{i}")  resources {{ cpu = 1  memory = 1GiB }} }}\n')
+    out.append("policy p {\n")
+    for i in range(rules):
+        out.append(f'  deny "r{i}" when workload.replicas == {i + 100}\n')
+    out.append('  deny "all" when target.class == datacenter\n}\n')
+    text = "".join(out)
+    assert len(text.encode()) <= budget, len(text)
+    return text
+
+
 def main():
     root = sys.argv[1]
     budget = int(sys.argv[2]) if len(sys.argv) > 2 else 1_000_000 - 1024
@@ -64,6 +83,7 @@ def main():
         "one-line": tokens(random.Random(2), budget, 0) .rstrip() + "\n",
         "consts": consts(budget),
         "long-list": long_list(budget),
+        "deny-rules": deny_rules(budget),
     }
     for name, text in inputs.items():
         os.makedirs(os.path.join(root, name), exist_ok=True)

@@ -1,9 +1,9 @@
 //! Per workload: can any target run it, and are its candidate list and its fallbacks usable.
 
-use super::warning::{FleetWarning, Refusal};
+use super::warning::{FleetWarning, LISTED, Refusal};
 use crate::ir::{Identity, ItemSpans};
 use crate::placement::screen::Screened;
-use crate::placement::verdict::Verdict;
+use crate::placement::verdict::{Reason, Verdict};
 use crate::plan::RejectionStage;
 use crate::source::Span;
 use rayon::prelude::*;
@@ -47,33 +47,32 @@ fn workload(s: &Screened<'_>, dead: &[&Identity], w: usize) -> Vec<FleetWarning>
         return fallbacks(s, w);
     }
     // No target may hold it: find out whether nothing could run it, or the candidate list
-    // or policy keeps it off the targets that could.
-    let beyond = s.verdicts_beyond_candidates(w);
-    let eligible = |v: &Verdict| {
-        v.reason()
-            .is_none_or(|r| r.stage() != RejectionStage::Eligibility)
-    };
+    // or policy keeps it off the targets that could. Reasons are read from the screened
+    // cells; only the refusals a warning names are described.
+    let n = ir.targets.len();
+    let beyond: Vec<Option<Reason>> = (0..n).map(|t| s.reason_beyond_candidates(w, t)).collect();
+    let eligible = |r: &Option<Reason>| r.is_none_or(|r| r.stage() != RejectionStage::Eligibility);
     if !beyond.iter().any(eligible) {
         // The target that gets furthest through the checks, the first of equals.
         let closest = beyond
             .iter()
             .enumerate()
-            .max_by(|(ta, a), (tb, b)| a.reason().cmp(&b.reason()).then(tb.cmp(ta)));
-        let Some((t, v)) = closest else {
+            .max_by(|(ta, a), (tb, b)| a.cmp(b).then(tb.cmp(ta)));
+        let Some((t, _)) = closest else {
             return Vec::new();
         };
         return vec![FleetWarning::Unplaceable {
             workload: wl.name.clone(),
             span: field(spans, &[]),
-            targets: ir.targets.len(),
-            closest: refusal(s, w, t, *v),
+            targets: n,
+            closest: refusal(s, w, t, s.verdict_beyond_candidates(w, t)),
         }];
     }
-    let usable: Vec<String> = beyond
+    let usable: Vec<usize> = beyond
         .iter()
         .enumerate()
-        .filter(|(_, v)| v.is_ok())
-        .filter_map(|(t, _)| ir.targets.get(t).map(|x| x.name.clone()))
+        .filter(|(_, r)| r.is_none())
+        .map(|(t, _)| t)
         .collect();
     if let Some(candidates) = &wl.placement.candidates
         && !usable.is_empty()
@@ -81,6 +80,7 @@ fn workload(s: &Screened<'_>, dead: &[&Identity], w: usize) -> Vec<FleetWarning>
         // Only targets outside the list may run it.
         let refusals = candidates
             .iter()
+            .take(LISTED)
             .map(|c| {
                 let t = c.index();
                 let mut r = refusal(s, w, t, s.verdict(w, t));
@@ -92,22 +92,33 @@ fn workload(s: &Screened<'_>, dead: &[&Identity], w: usize) -> Vec<FleetWarning>
             workload: wl.name.clone(),
             span: field(spans, &["placement.targets".into(), "placement".into()]),
             refusals,
-            usable,
+            candidates: candidates.len(),
+            usable: usable
+                .iter()
+                .take(LISTED)
+                .filter_map(|&t| ir.targets.get(t).map(|x| x.name.clone()))
+                .collect(),
+            usable_count: usable.len(),
         }];
     }
     if dead.contains(&&wl.identity) {
         return Vec::new();
     }
-    let refusals = beyond
+    let forbidden: Vec<usize> = beyond
         .iter()
         .enumerate()
-        .filter(|(_, v)| eligible(v))
-        .map(|(t, v)| refusal(s, w, t, *v))
+        .filter(|(_, r)| eligible(r))
+        .map(|(t, _)| t)
         .collect();
     vec![FleetWarning::ForbiddenEverywhere {
         workload: wl.name.clone(),
         span: field(spans, &[]),
-        refusals,
+        refusals: forbidden
+            .iter()
+            .take(LISTED)
+            .map(|&t| refusal(s, w, t, s.verdict_beyond_candidates(w, t)))
+            .collect(),
+        targets: forbidden.len(),
     }]
 }
 

@@ -6,6 +6,9 @@ use crate::ir::{Entitlement, Ir};
 use crate::placement::screen::Screened;
 use crate::placement::verdict::Reason;
 
+/// Allowed pairs whose deny rule is looked up, per entitlement.
+const RULE_SAMPLE: usize = 64;
+
 /// Entitlements (by index) every placement of which a deny rule forbids: the identity has
 /// workloads, none may run anywhere, and some (workload, target) pair is eligible and
 /// entitled but denied.
@@ -23,8 +26,10 @@ pub(super) fn dead_entitlements(s: &Screened<'_>) -> Vec<(usize, FleetWarning)> 
         if members.is_empty() || members.iter().any(|&w| s.placeable(w)) {
             continue;
         }
-        // Each deny rule holding on an allowed pair, with the first such pair.
-        let mut rules: Vec<(u32, usize, usize, usize)> = Vec::new();
+        // Each deny rule that is the first to hold on one of the first allowed pairs (the
+        // rule of a pair is found by evaluating the rules: done for a sample, so an estate of
+        // thousands of pairs and rules stays cheap), with the first such pair.
+        let mut rules: Vec<(u32, usize, usize)> = Vec::new();
         let mut pairs = 0;
         for &w in &members {
             for t in 0..ir.targets.len() {
@@ -32,10 +37,12 @@ pub(super) fn dead_entitlements(s: &Screened<'_>) -> Vec<(usize, FleetWarning)> 
                     continue;
                 }
                 pairs += 1;
+                if pairs > RULE_SAMPLE {
+                    continue;
+                }
                 let rule = s.verdict(w, t).detail();
-                match rules.iter_mut().find(|(r, ..)| *r == rule) {
-                    Some((.., n)) => *n += 1,
-                    None => rules.push((rule, w, t, 1)),
+                if !rules.iter().any(|(r, ..)| *r == rule) {
+                    rules.push((rule, w, t));
                 }
             }
         }
@@ -52,11 +59,10 @@ pub(super) fn dead_entitlements(s: &Screened<'_>) -> Vec<(usize, FleetWarning)> 
                 span: ir.spans.entitlements.get(e).copied().unwrap_or_default(),
                 rules: rules
                     .iter()
-                    .map(|&(r, w, t, pairs)| Denial {
+                    .map(|&(r, w, t)| Denial {
                         rule: ir.spans.denies.get(r as usize).copied().unwrap_or_default(),
                         workload: name(w).into(),
                         target: target(t).into(),
-                        pairs,
                     })
                     .collect(),
                 pairs,

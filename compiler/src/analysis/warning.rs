@@ -24,8 +24,6 @@ pub struct Denial {
     /// The first allowed pair it forbids.
     pub workload: String,
     pub target: String,
-    /// Allowed pairs it forbids (it is the first rule holding on each).
-    pub pairs: usize,
 }
 
 /// A GPU cap, named as the spec writes it.
@@ -50,14 +48,16 @@ pub enum FleetWarning {
     ForbiddenEverywhere {
         workload: String,
         span: Span,
-        /// Every target that could run it, each with its policy reason.
+        /// The first [`LISTED`] targets that could run it, each with its policy reason.
         refusals: Vec<Refusal>,
+        /// How many targets could run it.
+        targets: usize,
     },
     /// W0703: deny rules forbid every pair an entitlement allows.
     DeadEntitlement {
         identity: String,
         span: Span,
-        /// Each deny rule that is the first to hold on some allowed pair.
+        /// Each deny rule found to be the first to hold on an allowed pair.
         rules: Vec<Denial>,
         /// Allowed (workload, target) pairs.
         pairs: usize,
@@ -88,20 +88,24 @@ pub enum FleetWarning {
     CandidatesUnusable {
         workload: String,
         span: Span,
+        /// The first [`LISTED`] candidates, each with its reason.
         refusals: Vec<Refusal>,
-        /// Targets outside the list that may run it.
+        candidates: usize,
+        /// The first [`LISTED`] targets outside the list that may run it.
         usable: Vec<String>,
+        usable_count: usize,
     },
 }
 
-fn listed(names: &[String]) -> String {
+/// `names` (the first of `total`) in a sentence: "`a`, `b` and 3 more".
+fn listed(names: &[String], total: usize) -> String {
     let mut out: Vec<String> = names
         .iter()
         .take(LISTED)
         .map(|n| format!("`{n}`"))
         .collect();
-    if names.len() > LISTED {
-        out.push(format!("{} more", names.len() - LISTED));
+    if total > out.len() {
+        out.push(format!("{} more", total - out.len()));
     }
     match out.len() {
         0 => String::new(),
@@ -135,6 +139,7 @@ enum Naming {
 fn with_refusals(
     mut d: Diagnostic,
     refusals: &[Refusal],
+    total: usize,
     noun: &str,
     naming: Naming,
 ) -> Diagnostic {
@@ -148,8 +153,9 @@ fn with_refusals(
             None => d.note(line),
         };
     }
-    if refusals.len() > LISTED {
-        d = d.note(format!("and {} more {noun}", refusals.len() - LISTED));
+    let shown = refusals.len().min(LISTED);
+    if total > shown {
+        d = d.note(format!("and {} more {noun}", total - shown));
     }
     d
 }
@@ -196,21 +202,19 @@ impl From<&FleetWarning> for Diagnostic {
                 workload,
                 span,
                 refusals,
+                targets,
             } => {
                 let d = Diagnostic::warning(
                     Code::ForbiddenEverywhere,
                     format!("workload `{workload}` is forbidden on every target that could run it"),
                     *span,
                 )
-                .primary_label(if refusals.len() == 1 {
+                .primary_label(if *targets == 1 {
                     "one target could run it, and policy forbids it there".to_string()
                 } else {
-                    format!(
-                        "{} targets could run it, and policy forbids each",
-                        refusals.len()
-                    )
+                    format!("{targets} targets could run it, and policy forbids each")
                 });
-                with_refusals(d, refusals, "targets", Naming::Prefixed)
+                with_refusals(d, refusals, *targets, "targets", Naming::Prefixed)
                     .help("change the rule that forbids it, or add a target the policy permits")
             }
             W::DeadEntitlement {
@@ -233,13 +237,9 @@ impl From<&FleetWarning> for Diagnostic {
                     format!("allows {pairs} placements, and a deny rule forbids each")
                 });
                 for r in rules {
-                    let more = match r.pairs {
-                        0 | 1 => String::new(),
-                        n => format!(" and {} more", n - 1),
-                    };
                     d = d.label(
                         r.rule,
-                        format!("forbids `{}` on `{}`{more}", r.workload, r.target),
+                        format!("forbids `{}` on `{}`", r.workload, r.target),
                     );
                 }
                 d.help("narrow the deny rule, or change what the entitlement allows")
@@ -335,23 +335,27 @@ impl From<&FleetWarning> for Diagnostic {
                 workload,
                 span,
                 refusals,
+                candidates,
                 usable,
+                usable_count,
             } => {
                 let d = Diagnostic::warning(
                     Code::CandidatesUnusable,
                     format!("no target of `placement {workload}` can run `{workload}`"),
                     *span,
                 )
-                .primary_label(if refusals.len() == 1 {
+                .primary_label(if *candidates == 1 {
                     "the one target listed cannot run it".to_string()
                 } else {
-                    format!("none of the {} targets listed can run it", refusals.len())
+                    format!("none of the {candidates} targets listed can run it")
                 });
-                with_refusals(d, refusals, "candidates", Naming::ByItsSpan).help(format!(
-                    "{} could run it: add {} to `targets`",
-                    listed(usable),
-                    if usable.len() == 1 { "it" } else { "them" }
-                ))
+                with_refusals(d, refusals, *candidates, "candidates", Naming::ByItsSpan).help(
+                    format!(
+                        "{} could run it: add {} to `targets`",
+                        listed(usable, *usable_count),
+                        if *usable_count == 1 { "it" } else { "them" }
+                    ),
+                )
             }
         }
     }
@@ -364,8 +368,12 @@ mod tests {
     #[test]
     fn lists_name_five_and_count_the_rest() {
         let names: Vec<String> = (1..=7).map(|i| format!("t{i}")).collect();
-        assert_eq!(listed(&names[..1]), "`t1`");
-        assert_eq!(listed(&names[..2]), "`t1` and `t2`");
-        assert_eq!(listed(&names), "`t1`, `t2`, `t3`, `t4`, `t5` and 2 more");
+        assert_eq!(listed(&names[..1], 1), "`t1`");
+        assert_eq!(listed(&names[..2], 2), "`t1` and `t2`");
+        assert_eq!(
+            listed(&names[..5], 9),
+            "`t1`, `t2`, `t3`, `t4`, `t5` and 4 more"
+        );
+        assert_eq!(listed(&names, 7), "`t1`, `t2`, `t3`, `t4`, `t5` and 2 more");
     }
 }

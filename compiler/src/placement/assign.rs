@@ -335,6 +335,7 @@ pub fn assign(
 /// of `options` (an exact solver's answer, within every constraint), then settled as every
 /// search ends: missing replicas placed where they fit, each replica on the best-ranked
 /// option it can take, so every reason the plan gives is true.
+#[cfg(feature = "exact")]
 pub fn assign_given(
     ir: &Ir,
     index: &EstateIndex,

@@ -141,21 +141,21 @@ impl EligibilityMatrix {
         RowContext::new(ir, index, w, self.fits.row(w)).check(t)
     }
 
-    /// The first failing eligibility requirement of workload `w` on every target, in target
-    /// order, as if `w`'s placement listed every target: what each target lacks technically,
-    /// candidate list aside.
+    /// The first failing eligibility requirement of pair (`w`, `t`) as if `w`'s placement
+    /// listed every target: what the target lacks technically, candidate list aside.
     pub fn explain_beyond_candidates(
         &self,
         ir: &Ir,
         index: &EstateIndex,
         w: usize,
-    ) -> Vec<Verdict> {
-        if w >= ir.workloads.len() {
-            return Vec::new();
+        t: usize,
+    ) -> Verdict {
+        if w >= ir.workloads.len() || t >= ir.targets.len() {
+            return Verdict::OK;
         }
         let mut ctx = RowContext::new(ir, index, w, self.fits.row(w));
         ctx.candidates = None;
-        (0..ir.targets.len()).map(|t| ctx.check(t)).collect()
+        ctx.check(t)
     }
 
     pub fn n_targets(&self) -> usize {

@@ -222,12 +222,22 @@ impl PolicyContext {
             .enumerate()
             .with_min_len((1 << 14) / n_targets + 1)
             .for_each(|(w, row)| {
+                // The rules that can hold for this workload on some target, in source order:
+                // a pair looks at these only (a spec with hundreds of rules, each about a few
+                // workloads, does not cost hundreds of lookups per pair).
+                let candidates: Vec<usize> = (0..rules.len())
+                    .filter(|&i| denies[i].as_ref().is_some_and(|m| m.can_hold(w)))
+                    .collect();
                 for (t, cell) in row.iter_mut().enumerate() {
                     if cell.is_ok() {
-                        let deny = |i: usize, rule: &DenyRule| {
-                            denies[i].as_ref().is_some_and(|m| m.holds(ir, rule, w, t))
+                        let first = || {
+                            candidates.iter().copied().find(|&i| {
+                                denies[i]
+                                    .as_ref()
+                                    .is_some_and(|m| m.holds(ir, &rules[i], w, t))
+                            })
                         };
-                        *cell = Cell::from(self.decide(ir, index, fits, deny, w, t));
+                        *cell = Cell::from(self.decide(ir, index, fits, first, w, t));
                     }
                 }
             });
@@ -243,15 +253,17 @@ impl PolicyContext {
         w: usize,
         t: usize,
     ) -> Verdict {
-        let deny = |_: usize, rule: &DenyRule| {
-            eval::holds(
-                ir,
-                &rule.condition,
-                WorkloadId(w as u32),
-                TargetId(t as u32),
-            )
+        let first = || {
+            ir.policy.denies.iter().position(|rule| {
+                eval::holds(
+                    ir,
+                    &rule.condition,
+                    WorkloadId(w as u32),
+                    TargetId(t as u32),
+                )
+            })
         };
-        self.decide(ir, index, fits, deny, w, t)
+        self.decide(ir, index, fits, first, w, t)
     }
 
     /// Whether the entitlements of `w`'s identity allow eligible pair (`w`, `t`), deny rules
@@ -264,7 +276,7 @@ impl PolicyContext {
         w: usize,
         t: usize,
     ) -> Verdict {
-        self.decide(ir, index, fits, |_, _| false, w, t)
+        self.decide(ir, index, fits, || None, w, t)
     }
 
     fn decide(
@@ -272,14 +284,12 @@ impl PolicyContext {
         ir: &Ir,
         index: &EstateIndex,
         fits: &FitTable,
-        deny: impl Fn(usize, &DenyRule) -> bool,
+        first_denying: impl FnOnce() -> Option<usize>,
         w: usize,
         t: usize,
     ) -> Verdict {
-        for (i, rule) in ir.policy.denies.iter().enumerate() {
-            if deny(i, rule) {
-                return Verdict::reject(Reason::Denied, i as u32);
-            }
+        if let Some(i) = first_denying() {
+            return Verdict::reject(Reason::Denied, i as u32);
         }
         let units = gpu_units(&ir.workloads[w]);
         let own = self.entitlements_of.get(w).map_or(&[][..], Vec::as_slice);
@@ -391,6 +401,17 @@ impl DenyMemo {
             target_rep,
             table,
         }
+    }
+
+    /// Whether the rule holds for workload `w` on some target (always true when no table was
+    /// built: then it is only known per pair).
+    fn can_hold(&self, w: usize) -> bool {
+        let Some(table) = &self.table else {
+            return true;
+        };
+        let nt = self.target_rep.len();
+        let wg = self.workload_group[w] as usize;
+        table[wg * nt..(wg + 1) * nt].iter().any(|&h| h)
     }
 
     fn holds(&self, ir: &Ir, rule: &DenyRule, w: usize, t: usize) -> bool {

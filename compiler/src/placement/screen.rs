@@ -13,9 +13,13 @@ use crate::ir::{AcceleratorId, Ir};
 use crate::plan::RejectionStage;
 use crate::source::SourceMap;
 
-/// Eligibility and policy of every (workload, target) pair.
+/// Eligibility and policy of every (workload, target) pair, with and without the candidate
+/// lists.
 pub struct Screened<'a> {
     solved: Solved<'a>,
+    /// The cells as if no placement listed candidates; `None` when none does (the same
+    /// cells as `solved.matrix`).
+    beyond: Option<EligibilityMatrix>,
 }
 
 /// One pool as caps count it.
@@ -34,7 +38,21 @@ impl<'a> Screened<'a> {
         let mut matrix = EligibilityMatrix::compute(ir, &index);
         let policy = PolicyContext::without_caps(ir);
         policy.apply(ir, &index, &mut matrix);
+        let beyond = ir
+            .workloads
+            .iter()
+            .any(|w| w.placement.candidates.is_some())
+            .then(|| {
+                let mut open = ir.clone();
+                for w in &mut open.workloads {
+                    w.placement.candidates = None;
+                }
+                let mut cells = EligibilityMatrix::compute(&open, &index);
+                policy.apply(&open, &index, &mut cells);
+                cells
+            });
         Screened {
+            beyond,
             solved: Solved {
                 ir,
                 sources,
@@ -66,17 +84,27 @@ impl<'a> Screened<'a> {
         self.solved.verdict(w, t)
     }
 
-    /// The verdict of `w` on every target, in target order, as if `w`'s placement listed
-    /// every target: eligibility first, then policy.
-    pub fn verdicts_beyond_candidates(&self, w: usize) -> Vec<Verdict> {
+    /// Why target `t` can never hold workload `w` as if `w`'s placement listed every target
+    /// (eligibility first, then policy), or `None` when it may.
+    pub fn reason_beyond_candidates(&self, w: usize, t: usize) -> Option<Reason> {
+        self.beyond
+            .as_ref()
+            .unwrap_or(&self.solved.matrix)
+            .get(w, t)
+            .reason()
+    }
+
+    /// [`Self::reason_beyond_candidates`] with its detail (for the few refusals a warning
+    /// names: a deny rule is evaluated directly here).
+    pub fn verdict_beyond_candidates(&self, w: usize, t: usize) -> Verdict {
         let s = &self.solved;
-        let mut row = s.matrix.explain_beyond_candidates(s.ir, &s.index, w);
-        for (t, v) in row.iter_mut().enumerate() {
-            if v.is_ok() {
-                *v = s.policy.explain(s.ir, &s.index, s.matrix.fits(), w, t);
+        match self.reason_beyond_candidates(w, t).map(Reason::stage) {
+            None => Verdict::OK,
+            Some(RejectionStage::Eligibility) => {
+                s.matrix.explain_beyond_candidates(s.ir, &s.index, w, t)
             }
+            Some(_) => s.policy.explain(s.ir, &s.index, s.matrix.fits(), w, t),
         }
-        row
     }
 
     /// Whether the entitlements of `w`'s identity allow eligible pair (`w`, `t`), deny rules
