@@ -31,10 +31,7 @@ fn refusal(s: &Screened<'_>, w: usize, t: usize, v: Verdict) -> Refusal {
 }
 
 fn field(spans: Option<&ItemSpans>, keys: &[String]) -> Span {
-    spans
-        .and_then(|s| keys.iter().find_map(|k| s.fields.get(k).copied()))
-        .or(spans.map(|s| s.name))
-        .unwrap_or_default()
+    spans.map(|s| s.first_field(keys)).unwrap_or_default()
 }
 
 fn workload(s: &Screened<'_>, dead: &[&Identity], w: usize) -> Vec<FleetWarning> {

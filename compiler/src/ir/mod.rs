@@ -709,4 +709,11 @@ impl ItemSpans {
     pub fn field(&self, key: &str) -> Span {
         self.fields.get(key).copied().unwrap_or(self.name)
     }
+
+    /// The span of the first of `keys` that has one, else of the item's name.
+    pub fn first_field(&self, keys: &[String]) -> Span {
+        keys.iter()
+            .find_map(|k| self.fields.get(k).copied())
+            .unwrap_or(self.name)
+    }
 }

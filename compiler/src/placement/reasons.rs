@@ -15,7 +15,7 @@ use super::index::Partition;
 use super::policy::{CapSource, NotEntitled};
 use super::units::{bytes, count, cpus, duration, names};
 use super::verdict::{Described, NO_DETAIL, Reason, Verdict};
-use crate::ir::{Ir, ItemSpans, Selector};
+use crate::ir::{Ir, Selector};
 use crate::plan::{Rejection, SourceRef};
 use crate::source::{SourceMap, Span};
 
@@ -61,8 +61,8 @@ impl Solved<'_> {
 
     fn site_span(&self, site: Site) -> Option<Span> {
         match site {
-            Site::Workload(w, keys) => field_span(self.ir.spans.workloads.get(w), &keys),
-            Site::Target(t, keys) => field_span(self.ir.spans.targets.get(t), &keys),
+            Site::Workload(w, keys) => Some(self.ir.spans.workloads.get(w)?.first_field(&keys)),
+            Site::Target(t, keys) => Some(self.ir.spans.targets.get(t)?.first_field(&keys)),
             Site::Span(s) => s,
         }
     }
@@ -631,15 +631,6 @@ pub fn pool_name(ir: &Ir, t: usize, p: u32) -> &str {
         .get(t)
         .and_then(|x| x.pools.get(p as usize))
         .map_or("", |x| x.name.as_str())
-}
-
-fn field_span(spans: Option<&ItemSpans>, keys: &[String]) -> Option<Span> {
-    let spans = spans?;
-    Some(
-        keys.iter()
-            .find_map(|k| spans.fields.get(k).copied())
-            .unwrap_or(spans.name),
-    )
 }
 
 /// Span → file, line and column.
