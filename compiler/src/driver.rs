@@ -92,15 +92,22 @@ pub fn compile(sources: &SourceMap) -> Compilation {
 /// Parses and analyses the spec made of the files `files` of `sources` (one namespace; the
 /// runtime groups a directory's files into one spec). Spans keep pointing into `sources`.
 pub fn compile_spec(sources: &SourceMap, files: &[FileId]) -> Compilation {
-    let parsed = parse(sources, files);
+    analyse(sources, parse(sources, files), Vec::new())
+}
+
+/// Analyses parsed files as one spec: their syntax diagnostics, `more` (found before
+/// semantics), and semantics' own, sorted; the IR only when none of them is an error.
+fn analyse(sources: &SourceMap, parsed: Vec<Parsed>, more: Vec<Diagnostic>) -> Compilation {
     let (ir, mut semantic) = sema::analyze(sources, &parsed);
     drop_cascades(&parsed, &mut semantic);
     let mut diagnostics: Vec<Diagnostic> = parsed
         .iter()
         .flat_map(|p| p.diagnostics.iter().cloned())
+        .chain(more)
         .chain(semantic)
         .collect();
     sort_and_dedup(&mut diagnostics);
+    let ir = ir.filter(|_| !diagnostics.iter().any(Diagnostic::is_error));
     Compilation {
         parsed,
         ir,
@@ -277,30 +284,21 @@ pub fn compile_what_if(sources: &SourceMap, base: &[FileId], what_if: FileId) ->
     let Some(overlay) = parse(sources, &[what_if]).pop() else {
         return compile_spec(sources, &base);
     };
-    let syntax: Vec<Diagnostic> = parsed
-        .iter()
-        .chain(std::iter::once(&overlay))
-        .flat_map(|p| p.diagnostics.iter().cloned())
-        .collect();
+    // The parsed files keep their syntax diagnostics through the change.
     let (merged, changes) = crate::what_if::apply(sources, parsed, overlay);
-    let (ir, mut semantic) = sema::analyze(sources, &merged);
-    drop_cascades(&merged, &mut semantic);
-    let mut diagnostics: Vec<Diagnostic> =
-        syntax.into_iter().chain(changes).chain(semantic).collect();
-    sort_and_dedup(&mut diagnostics);
-    let ir = ir.filter(|_| !diagnostics.iter().any(Diagnostic::is_error));
-    Compilation {
-        parsed: merged,
-        ir,
-        diagnostics,
-    }
+    analyse(sources, merged, changes)
 }
 
 /// What `berth check` and the editor report for the what-if file `what_if` of the spec made
-/// of the files `base`: the diagnostics of the changed spec that the spec alone does not have.
-/// Those in a base file are there only because of the change, and say so in a note.
-pub fn check_what_if(sources: &SourceMap, base: &[FileId], what_if: FileId) -> Vec<Diagnostic> {
-    let own = compile_spec(sources, base).diagnostics;
+/// of the files `base`, whose own diagnostics are `own` (as `berth check` reported them): the
+/// diagnostics of the changed spec that the spec alone does not have. Those in a base file
+/// are there only because of the change, and say so in a note.
+pub fn check_what_if(
+    sources: &SourceMap,
+    base: &[FileId],
+    what_if: FileId,
+    own: &[Diagnostic],
+) -> Vec<Diagnostic> {
     let name = sources.get(what_if).map_or("", |f| f.name.as_str());
     compile_what_if(sources, base, what_if)
         .diagnostics

@@ -25,16 +25,21 @@ pub fn run(paths: &[PathBuf], emit: Option<Emit>, ui: &mut Ui<'_>) -> io::Result
         return check_emit_ir(&loaded, &specs, ui);
     }
     let mut output = berth_compiler::driver::check_specs(&loaded.sources, &specs);
-    // Each what-if file against the spec of its directory.
-    for (what_if, base) in loaded.what_ifs() {
-        output
-            .diagnostics
-            .extend(berth_compiler::driver::check_what_if(
+    // Each what-if file against the spec of its directory, whose own diagnostics are among
+    // those just reported (another spec's never match the changed spec's).
+    let what_ifs: Vec<_> = loaded
+        .what_ifs()
+        .into_iter()
+        .flat_map(|(what_if, base)| {
+            berth_compiler::driver::check_what_if(
                 &loaded.sources,
                 &base,
                 what_if,
-            ));
-    }
+                &output.diagnostics,
+            )
+        })
+        .collect();
+    output.diagnostics.extend(what_ifs);
     berth_compiler::diagnostics::sort_and_dedup(&mut output.diagnostics);
     ui.diagnostics(&output.diagnostics, &loaded.sources, serde_json::Map::new())?;
     ui.summary(&output.diagnostics, loaded.sources.len())?;

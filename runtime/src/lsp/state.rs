@@ -190,13 +190,14 @@ impl Server {
             kept.push(path);
         }
         let base = driver::all_files(&sources);
+        let analysis = Analysis::new(sources);
         let what_ifs = what_if_paths
             .into_iter()
             .filter_map(|path| {
                 let text = self.text_of(&path)?;
-                let mut with = sources.clone();
+                let mut with = analysis.sources.clone();
                 let id = with.add(path.display().to_string(), text);
-                let diagnostics = driver::check_what_if(&with, &base, id);
+                let diagnostics = driver::check_what_if(&with, &base, id, analysis.diagnostics());
                 Some(WhatIf {
                     path,
                     sources: with,
@@ -206,7 +207,7 @@ impl Server {
             .collect();
         Spec {
             paths: kept,
-            analysis: Arc::new(Analysis::new(sources)),
+            analysis: Arc::new(analysis),
             what_ifs,
         }
     }
