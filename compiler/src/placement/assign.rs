@@ -344,14 +344,8 @@ pub fn assign_given(
     counts: &[Vec<u32>],
 ) -> Assignment {
     let mut a = Assigner::new(ir, index, policy, options);
-    for &w in &a.out.order.clone() {
-        let w = w as usize;
-        for (oi, &n) in counts
-            .get(w)
-            .map_or(&[][..], Vec::as_slice)
-            .iter()
-            .enumerate()
-        {
+    for (w, per_option) in counts.iter().enumerate() {
+        for (oi, &n) in per_option.iter().enumerate() {
             for _ in 0..n {
                 a.place(w, oi);
             }

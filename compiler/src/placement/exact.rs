@@ -28,6 +28,7 @@ use super::index::EstateIndex;
 use super::policy::PolicyContext;
 use crate::ir::{Ir, Preference, WorkloadClass};
 use highs::{Col, HighsModelStatus, RowProblem, Sense};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Options (placement variables) beyond which the exact mode does not try.
 pub const MAX_OPTIONS: usize = 20_000;
@@ -105,8 +106,9 @@ struct Model<'a> {
     first: Vec<usize>,
     /// Upper bound of each placement variable (the workload's replicas).
     upper: Vec<f64>,
-    /// Isolation binaries: (workload, flat pool), after the placement variables.
-    binaries: Vec<(usize, u32)>,
+    /// Isolation binaries ("this workload uses this pool"), numbered after the placement
+    /// variables.
+    binaries: usize,
     /// `lower <= Σ terms <= upper`.
     rows: Vec<(f64, f64, Terms)>,
     stages: Vec<(&'static str, Sense, Terms)>,
@@ -124,7 +126,7 @@ impl<'a> Model<'a> {
             options,
             first,
             upper,
-            binaries: Vec::new(),
+            binaries: 0,
             rows: Vec::new(),
             stages: Vec::new(),
         };
@@ -203,47 +205,47 @@ impl<'a> Model<'a> {
 
     fn isolation_rows(&mut self, ir: &Ir) {
         let partners = isolation_partners(ir);
-        let base = self.upper.len();
-        let binary = |binaries: &mut Vec<(usize, u32)>, w: usize, p: u32| match binaries
-            .iter()
-            .position(|b| *b == (w, p))
-        {
-            Some(i) => base + i,
-            None => {
-                binaries.push((w, p));
-                base + binaries.len() - 1
-            }
-        };
+        // The binary "w uses pool p", made once with its rows x ≤ replicas · used for every
+        // option of w on p.
+        let mut used: BTreeMap<(usize, u32), usize> = BTreeMap::new();
         for (w, others) in partners.iter().enumerate() {
+            let pools: BTreeSet<u32> = self
+                .vars(w)
+                .map(|(_, o)| o.flat_pool)
+                .filter(|&p| p != NO_POOL)
+                .collect();
             for &other in others.iter().filter(|&&o| (o as usize) > w) {
                 let other = other as usize;
-                for (v, o) in self.vars(w) {
-                    if o.flat_pool == NO_POOL {
+                for &pool in &pools {
+                    if !self.vars(other).any(|(_, q)| q.flat_pool == pool) {
                         continue;
                     }
-                    let shared: Vec<usize> = self
-                        .vars(other)
-                        .filter(|(_, q)| q.flat_pool == o.flat_pool)
-                        .map(|(u, _)| u)
-                        .collect();
-                    if shared.is_empty() {
-                        continue;
-                    }
-                    let bw = binary(&mut self.binaries, w, o.flat_pool);
-                    let bo = binary(&mut self.binaries, other, o.flat_pool);
-                    // x ≤ replicas · used, for both sides; used(w) + used(other) ≤ 1.
-                    let cap_w = self.upper[v];
-                    self.rows
-                        .push((f64::NEG_INFINITY, 0.0, vec![(v, 1.0), (bw, -cap_w)]));
-                    for u in shared {
-                        let cap_o = self.upper[u];
-                        self.rows
-                            .push((f64::NEG_INFINITY, 0.0, vec![(u, 1.0), (bo, -cap_o)]));
-                    }
+                    let bw = self.used(&mut used, w, pool);
+                    let bo = self.used(&mut used, other, pool);
                     self.rows.push((0.0, 1.0, vec![(bw, 1.0), (bo, 1.0)]));
                 }
             }
         }
+    }
+
+    /// The binary "`w` uses `pool`", created with its linking rows the first time.
+    fn used(&mut self, used: &mut BTreeMap<(usize, u32), usize>, w: usize, pool: u32) -> usize {
+        if let Some(&b) = used.get(&(w, pool)) {
+            return b;
+        }
+        let b = self.upper.len() + self.binaries;
+        self.binaries += 1;
+        used.insert((w, pool), b);
+        let links: Vec<(usize, f64)> = self
+            .vars(w)
+            .filter(|(_, o)| o.flat_pool == pool)
+            .map(|(v, _)| (v, self.upper[v]))
+            .collect();
+        for (v, cap) in links {
+            self.rows
+                .push((f64::NEG_INFINITY, 0.0, vec![(v, 1.0), (b, -cap)]));
+        }
+        b
     }
 
     fn objectives(&mut self, ir: &Ir) {
@@ -338,7 +340,7 @@ impl<'a> Model<'a> {
         fixed: &[(Sense, Terms, f64)],
         time_limit_s: f64,
     ) -> Option<(f64, Vec<f64>)> {
-        let mut weight = vec![0.0; self.upper.len() + self.binaries.len()];
+        let mut weight = vec![0.0; self.upper.len() + self.binaries];
         for &(v, k) in objective {
             weight[v] += k;
         }

@@ -225,17 +225,18 @@ impl PolicyContext {
                 // The rules that can hold for this workload on some target, in source order:
                 // a pair looks at these only (a spec with hundreds of rules, each about a few
                 // workloads, does not cost hundreds of lookups per pair).
-                let candidates: Vec<usize> = (0..rules.len())
-                    .filter(|&i| denies[i].as_ref().is_some_and(|m| m.can_hold(w)))
+                let candidates: Vec<(usize, &DenyMemo)> = denies
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, m)| Some((i, m.as_ref().filter(|m| m.can_hold(w))?)))
                     .collect();
                 for (t, cell) in row.iter_mut().enumerate() {
                     if cell.is_ok() {
                         let first = || {
-                            candidates.iter().copied().find(|&i| {
-                                denies[i]
-                                    .as_ref()
-                                    .is_some_and(|m| m.holds(ir, &rules[i], w, t))
-                            })
+                            candidates
+                                .iter()
+                                .find(|(i, m)| m.holds(ir, &rules[*i], w, t))
+                                .map(|(i, _)| *i)
                         };
                         *cell = Cell::from(self.decide(ir, index, fits, first, w, t));
                     }
