@@ -6,9 +6,10 @@
 //! edited since) and name workloads, targets and pools the other does not. Lists follow the
 //! order of the plan after the change, then what only the plan before had.
 
-use super::{Plan, WorkloadPlan, WorkloadStatus};
+use super::{Plan, PoolLedger, WorkloadPlan, WorkloadStatus};
 use crate::ir::Money;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// The difference between two plans.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -165,33 +166,45 @@ fn sites(w: Option<&WorkloadPlan>) -> Vec<(Site, u32)> {
     out
 }
 
+/// A plan's workloads by name.
+fn workloads_of(plan: &Plan) -> BTreeMap<&str, &WorkloadPlan> {
+    plan.workloads
+        .iter()
+        .map(|w| (w.workload.as_str(), w))
+        .collect()
+}
+
+/// A plan's pool ledgers by target and pool.
+fn pools_of(plan: &Plan) -> BTreeMap<(&str, &str), &PoolLedger> {
+    plan.pools
+        .iter()
+        .map(|p| ((p.target.as_str(), p.pool.as_str()), p))
+        .collect()
+}
+
 /// Compares `before` with `after`.
 pub fn diff(before: &Plan, after: &Plan) -> PlanDiff {
-    let mut names: Vec<&str> = after
-        .workloads
-        .iter()
-        .map(|w| w.workload.as_str())
-        .collect();
-    for w in &before.workloads {
-        if !names.contains(&w.workload.as_str()) {
-            names.push(&w.workload);
-        }
-    }
+    // By name, once: plans of large estates hold thousands of workloads and pools.
+    let (b_workloads, a_workloads) = (workloads_of(before), workloads_of(after));
+    let (b_pools, a_pools) = (pools_of(before), pools_of(after));
+    let names = after.workloads.iter().chain(
+        before
+            .workloads
+            .iter()
+            .filter(|w| !a_workloads.contains_key(w.workload.as_str())),
+    );
     let workloads = names
-        .into_iter()
-        .filter_map(|name| {
-            let b = before.workloads.iter().find(|w| w.workload == name);
-            let a = after.workloads.iter().find(|w| w.workload == name);
-            workload_diff(name, b, a)
+        .filter_map(|w| {
+            let name = w.workload.as_str();
+            workload_diff(
+                name,
+                b_workloads.get(name).copied(),
+                a_workloads.get(name).copied(),
+            )
         })
         .collect();
-    let full = |plan: &Plan, target: &str, pool: &str| {
-        plan.pools
-            .iter()
-            .find(|p| p.target == target && p.pool == pool)
-            .is_some_and(|p| p.allocated >= p.capacity)
-    };
-    let pool_use = |p: &super::PoolLedger| PoolUse {
+    let full = |p: &PoolLedger| p.allocated >= p.capacity;
+    let pool_use = |p: &PoolLedger| PoolUse {
         target: p.target.clone(),
         pool: p.pool.clone(),
         accelerator: p.accelerator.clone(),
@@ -201,30 +214,24 @@ pub fn diff(before: &Plan, after: &Plan) -> PlanDiff {
     let newly_saturated = after
         .pools
         .iter()
-        .filter(|p| p.allocated >= p.capacity && !full(before, &p.target, &p.pool))
+        .filter(|p| full(p) && !b_pools.get(&(&p.target, &p.pool)).is_some_and(|b| full(b)))
         .map(pool_use)
         .collect();
     let no_longer_saturated = before
         .pools
         .iter()
-        .filter(|p| p.allocated >= p.capacity)
-        .filter_map(|p| {
-            after
-                .pools
-                .iter()
-                .find(|q| q.target == p.target && q.pool == p.pool && q.allocated < q.capacity)
-        })
+        .filter(|p| full(p))
+        .filter_map(|p| a_pools.get(&(&p.target, &p.pool)).copied())
+        .filter(|q| !full(q))
         .map(pool_use)
         .collect();
-    let awaiting = |plan: &Plan, name: &str| {
-        plan.workloads
-            .iter()
-            .any(|w| w.workload == name && w.approval.is_some())
+    let awaiting = |plans: &BTreeMap<&str, &WorkloadPlan>, name: &str| {
+        plans.get(name).is_some_and(|w| w.approval.is_some())
     };
     let approvals_newly_needed = after
         .workloads
         .iter()
-        .filter(|w| !awaiting(before, &w.workload))
+        .filter(|w| !awaiting(&b_workloads, &w.workload))
         .filter_map(|w| {
             let a = w.approval.as_ref()?;
             Some(ApprovalChange {
@@ -238,7 +245,7 @@ pub fn diff(before: &Plan, after: &Plan) -> PlanDiff {
     let approvals_no_longer_needed = before
         .workloads
         .iter()
-        .filter(|w| w.approval.is_some() && !awaiting(after, &w.workload))
+        .filter(|w| w.approval.is_some() && !awaiting(&a_workloads, &w.workload))
         .map(|w| w.workload.clone())
         .collect();
     PlanDiff {
