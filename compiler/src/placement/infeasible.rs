@@ -436,9 +436,8 @@ impl Solved<'_> {
                     .count()
                     .max(1) as u32;
                 out.message = format!(
-                    "`spread = per_target({n})` keeps the missing replicas off {}, which hold {} each",
-                    count(u64::from(full), "target"),
-                    count(u64::from(n), "replica")
+                    "`spread = per_target({n})` keeps the missing replicas off {}",
+                    holding(full, "target", n)
                 );
                 // Never the value already written: each full target takes the missing
                 // replicas in equal shares above `n`.
@@ -463,9 +462,8 @@ impl Solved<'_> {
                     .count()
                     .max(1) as u32;
                 out.message = format!(
-                    "`per_region({n})` keeps the missing replicas out of {}, which hold {} each",
-                    count(u64::from(full), "region"),
-                    count(u64::from(n), "replica")
+                    "`per_region({n})` keeps the missing replicas out of {}",
+                    holding(full, "region", n)
                 );
                 let more = missing.div_ceil(n);
                 out.hint = Some(format!(
@@ -498,4 +496,18 @@ fn block_kind(b: Block) -> u8 {
         Block::SpreadRegion => 4,
         Block::Isolation(_) => 5,
     }
+}
+
+/// "1 target, which holds 2 replicas" or "3 targets, which hold 2 replicas each".
+fn holding(places: u32, noun: &str, replicas: u32) -> String {
+    let (verb, each) = if places == 1 {
+        ("holds", "")
+    } else {
+        ("hold", " each")
+    };
+    format!(
+        "{}, which {verb} {}{each}",
+        count(u64::from(places), noun),
+        count(u64::from(replicas), "replica")
+    )
 }
