@@ -704,6 +704,19 @@ impl Assigner<'_> {
     /// not possible within `room`'s terms. Only capacity, CPU, memory and isolation blocks
     /// can be cleared this way.
     fn make_room(&mut self, w: usize, oi: usize, room: Room) -> bool {
+        let mark = self.journal.len();
+        let cleared = self.clear_room(w, oi, room, &mut 0);
+        // On success the moves stay; nothing will undo them, so the journal forgets them.
+        self.journal.truncate(mark);
+        cleared
+    }
+
+    /// [`make_room`]'s work, journaled: on success the moves stay in the journal (the
+    /// caller may undo them) and `extra` has grown by what they cost per day; on failure
+    /// this call's moves are undone and `extra` is as it was. `Room::Improve`'s `saving`
+    /// bounds `extra` as a whole, so a caller moving several replicas can pass what all of
+    /// them would save.
+    fn clear_room(&mut self, w: usize, oi: usize, room: Room, extra: &mut i64) -> bool {
         let goal = self.out.options[w][oi];
         let l = &self.out.ledger;
         let (scarce, holders): (Scarce, Vec<u32>) = match self.out.blocker(self, w, &goal) {
@@ -725,9 +738,8 @@ impl Assigner<'_> {
             ),
             Some(Block::SpreadTarget | Block::SpreadRegion) => return false,
         };
-        // (workload, from, to); `to` is `None` for a replica unplaced.
-        let mut moves: Vec<(usize, usize, Option<usize>)> = Vec::new();
-        let mut extra = 0i64;
+        let mark = self.journal.len();
+        let extra_before = *extra;
         'holders: for v in holders.into_iter().filter(|&v| v as usize != w) {
             let v = v as usize;
             loop {
@@ -753,7 +765,7 @@ impl Assigner<'_> {
                         {
                             continue 'holders;
                         }
-                        extra = extra.saturating_add(delta);
+                        *extra = extra.saturating_add(delta);
                         Some(to)
                     }
                     // A replica that cannot move yields to a workload of a higher class.
@@ -765,36 +777,31 @@ impl Assigner<'_> {
                     // Or moves where replicas of a lower class than `w` yield to it.
                     None if room == Room::Repair => {
                         let below = self.ir.workloads[w].class;
-                        match self.displace(v, from, scarce, below, w, &mut moves) {
+                        match self.displace(v, from, scarce, below, w) {
                             Some(to) => Some(to),
                             None => continue 'holders,
                         }
                     }
                     None => continue 'holders,
                 };
-                self.remove(v, from);
+                self.j_remove(v, from);
                 if let Some(to) = to {
-                    self.place(v, to);
+                    self.j_place(v, to);
                 }
                 self.move_budget -= 1;
-                moves.push((v, from, to));
             }
         }
         if self.out.blocker(self, w, &goal).is_none() {
             return true;
         }
-        for (v, from, to) in moves.into_iter().rev() {
-            if let Some(to) = to {
-                self.remove(v, to);
-            }
-            self.place(v, from);
-        }
+        self.undo_to(mark);
+        *extra = extra_before;
         false
     }
 
     /// A repair's second step: an option of `v`, off `scarce`, that replicas of workloads
     /// of a class lower than `below` (other than `w`) can be unplaced from to make room for
-    /// `v`'s replica now on `from`. The unplacements are appended to `moves`.
+    /// `v`'s replica now on `from`. The unplacements are journaled.
     fn displace(
         &mut self,
         v: usize,
@@ -802,7 +809,6 @@ impl Assigner<'_> {
         scarce: Scarce,
         below: WorkloadClass,
         w: usize,
-        moves: &mut Vec<(usize, usize, Option<usize>)>,
     ) -> Option<usize> {
         let n = self.out.options[v].len();
         self.scan_budget = self.scan_budget.saturating_sub(n);
@@ -833,7 +839,7 @@ impl Assigner<'_> {
                 break;
             }
             tried += 1;
-            let mark = moves.len();
+            let mark = self.journal.len();
             for u in holders {
                 let u = u as usize;
                 if u == v || u == w || self.ir.workloads[u].class >= below {
@@ -847,17 +853,14 @@ impl Assigner<'_> {
                     else {
                         break;
                     };
-                    self.remove(u, at);
+                    self.j_remove(u, at);
                     self.move_budget -= 1;
-                    moves.push((u, at, None));
                 }
             }
             if self.out.blocker(self, v, &goal).is_none() {
                 return Some(j);
             }
-            for (u, at, _) in moves.drain(mark..).rev() {
-                self.place(u, at);
-            }
+            self.undo_to(mark);
         }
         None
     }
@@ -910,46 +913,98 @@ impl Assigner<'_> {
         (o.fallback, latency)
     }
 
-    /// Moves replicas of `w` to cheaper options whose pool or target is full, by moving
-    /// other workloads' replicas away when that costs less than it saves; true if any moved.
+    /// Moves replicas of `w` to better options whose pool or target is full, by moving other
+    /// workloads' replicas away ([`relocate`]): to a cheaper option when the moves cost less
+    /// than they save, or to one with a better guard (an earlier fallback; a lower latency
+    /// where latency ranks first) whatever it costs, since no moved replica's guard gets
+    /// worse. True if any moved.
     fn improve_by_relocation(&mut self, w: usize) -> bool {
         let mut moved = false;
         let mut k = self.out.slots[w].len();
         while k > 0 && self.scan_budget > 0 && self.move_budget > 0 {
             k -= 1;
-            let Some(&(oi, _)) = self.out.slots[w].get(k) else {
+            let Some(&(oi, count)) = self.out.slots[w].get(k) else {
                 continue;
             };
             let oi = oi as usize;
             let here = self.out.options[w][oi];
             let (cost_here, guard_here) = (self.cost(w, &here), self.guard(w, &here));
-            self.remove(w, oi);
             let n = self.out.options[w].len();
             self.scan_budget = self.scan_budget.saturating_sub(n);
             let candidates: Vec<usize> = (0..n)
                 .filter(|&j| {
                     let o = &self.out.options[w][j];
-                    j != oi && self.guard(w, o) <= guard_here && self.cost(w, o) < cost_here
+                    let guard = self.guard(w, o);
+                    j != oi
+                        && (guard < guard_here
+                            || (guard == guard_here && self.cost(w, o) < cost_here))
                 })
                 .take(RELOCATION_OPTIONS)
                 .collect();
-            let mut done = false;
-            for j in candidates {
-                let saving = cost_here - self.cost(w, &self.out.options[w][j]);
-                if self.make_room(w, j, Room::Improve { saving }) {
-                    self.place(w, j);
-                    done = true;
-                    break;
-                }
-            }
-            if done {
+            if candidates
+                .into_iter()
+                .any(|j| self.relocate(w, oi, j, count))
+            {
                 moved = true;
                 k = self.out.slots[w].len();
-            } else {
-                self.place(w, oi);
             }
         }
         moved
+    }
+
+    /// Moves up to `count` replicas of `w` from option `from` to the better option `to`,
+    /// making room for each in turn ([`clear_room`]), and keeps the number of moves that
+    /// gains most: for a better guard, all that fit; for a lower cost, the most saved net of
+    /// what moving the others costs. Several replicas move together because one alone may
+    /// not pay for the room: a replica holding much CPU moved off a cheap target can make
+    /// room for several that hold little. True if any replica moved; otherwise nothing did.
+    fn relocate(&mut self, w: usize, from: usize, to: usize, count: u32) -> bool {
+        let (here, there) = (self.out.options[w][from], self.out.options[w][to]);
+        let better_guard = self.guard(w, &there) < self.guard(w, &here);
+        let saving_each = if better_guard {
+            i64::MAX
+        } else {
+            self.cost(w, &here) - self.cost(w, &there)
+        };
+        let room = Room::Improve {
+            saving: saving_each.saturating_mul(i64::from(count)),
+        };
+        let mark = self.journal.len();
+        let mut extra = 0i64;
+        // (journal length, net gain) of the best prefix of moves so far.
+        let mut best: Option<(usize, i64)> = None;
+        for m in 1..=i64::from(count) {
+            if self.move_budget == 0 {
+                break;
+            }
+            let before = self.journal.len();
+            self.j_remove(w, from);
+            if !self.clear_room(w, to, room, &mut extra) {
+                self.undo_to(before);
+                break;
+            }
+            self.j_place(w, to);
+            self.move_budget -= 1;
+            let gain = if better_guard {
+                m
+            } else {
+                saving_each.saturating_mul(m).saturating_sub(extra)
+            };
+            if gain > 0 && best.is_none_or(|(_, g)| gain > g) {
+                best = Some((self.journal.len(), gain));
+            }
+        }
+        match best {
+            Some((keep, _)) => {
+                self.undo_to(keep);
+                self.journal.truncate(mark);
+                true
+            }
+            None => {
+                self.undo_to(mark);
+                false
+            }
+        }
     }
 
     /// Moves replicas of `w` to strictly better-ranked feasible options; true if any moved.

@@ -79,18 +79,18 @@ pub(super) fn improves(delta: &[i64; 4]) -> bool {
 }
 
 impl Assigner<'_> {
-    fn j_place(&mut self, w: usize, oi: usize) {
+    pub(super) fn j_place(&mut self, w: usize, oi: usize) {
         self.place(w, oi);
         self.journal.push(Step::Placed(w as u32, oi as u32));
     }
 
-    fn j_remove(&mut self, w: usize, oi: usize) {
+    pub(super) fn j_remove(&mut self, w: usize, oi: usize) {
         self.remove(w, oi);
         self.journal.push(Step::Removed(w as u32, oi as u32));
     }
 
     /// Undoes the journal back to `mark`.
-    fn undo_to(&mut self, mark: usize) {
+    pub(super) fn undo_to(&mut self, mark: usize) {
         while self.journal.len() > mark {
             match self.journal.pop() {
                 Some(Step::Placed(w, oi)) => self.remove(w as usize, oi as usize),
