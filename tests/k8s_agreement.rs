@@ -7,6 +7,7 @@
 //! Clusters are real control planes (tests/cluster) whose simulated nodes are generated from
 //! the spec's pools (`tests/cluster/nodes.rs` says how).
 
+mod arm;
 mod cluster;
 
 use cluster::nodes::POOL_LABEL;
@@ -25,14 +26,24 @@ fn plan_spec(spec: &Path) -> Planned {
 }
 
 fn berth(fleet: &Fleet, args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_berth"));
+    command
         .args(args)
         .env("KUBECONFIG", &fleet.kubeconfig)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run berth");
+        .env("NO_COLOR", "1");
+    // The examples' Arc targets: their Flux configuration goes to the ARM test double.
+    for (k, v) in arm_double().env() {
+        command.env(k, v);
+    }
+    let out = command.output().expect("run berth");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     (out.status.code().unwrap_or(-1), stderr)
+}
+
+/// One ARM test double for the process (tests/arm).
+fn arm_double() -> &'static arm::ArmDouble {
+    static ARM: std::sync::OnceLock<arm::ArmDouble> = std::sync::OnceLock::new();
+    ARM.get_or_init(arm::ArmDouble::start)
 }
 
 /// `(workload, target, pool)` → replicas, for the plan's Kubernetes placements.

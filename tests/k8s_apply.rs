@@ -6,7 +6,7 @@
 //! tests/k8s_agreement.rs). What stays here needs what a real server will not do on demand
 //! (a watch answered `410 Expired`; status written at a set moment, to time `--wait`
 //! against it), or is the command line's own logic (refusals before any request, approvals,
-//! the diff's snapshot, render, the GitOps commit, JSON output), for which an API server on
+//! the diff's snapshot, render, JSON output), for which an API server on
 //! the spot costs milliseconds instead of seconds.
 
 mod k8s;
@@ -222,26 +222,6 @@ fn render_writes_yaml_per_cluster_and_namespace() {
     assert!(out.join("eks-gpu-burst/burst.yaml").is_file());
 }
 
-/// A CPU-only service workload running a `pause` container.
-fn echo_workload(replicas: u32, extra: &str) -> String {
-    format!(
-        r#"
-workload echo {{
-  release  = "1.0.0"
-  image    = "registry.k8s.io/pause:3.10"
-  kind     = service
-  class    = development
-  identity = service_account("echo")
-  replicas = {replicas}
-  resources {{ cpu = 0.1  memory = 64MiB }}
-  {extra}
-  connectivity = connected
-  telemetry {{ export = live }}
-}}
-"#
-    )
-}
-
 #[test]
 fn wait_follows_rollouts_with_watches_and_ends_soon_after_the_last_is_ready() {
     let s = Setup::new();
@@ -349,103 +329,6 @@ fn wait_lists_again_when_a_watch_is_expired() {
         })
         .count();
     assert!(lists >= 2, "listed again after 410: {log:#?}");
-}
-
-/// A spec with one Arc-attached target whose GitOps repository is `repo`.
-fn arc_spec(repo: &str, replicas: u32) -> String {
-    format!(
-        r#"target eu_arc {{
-  class        = cloud
-  runtime      = arc {{ cluster = "/subscriptions/0/resourceGroups/ai/providers/Microsoft.Kubernetes/connectedClusters/eu"
-                      repo = "{repo}"  branch = "main"  path = "clusters/eu"  namespace = "ml" }}
-  connectivity = connected
-  cpu    = 16
-  memory = 64GiB
-}}
-"#
-    ) + &echo_workload(replicas, "")
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-#[test]
-fn arc_targets_are_committed_to_the_gitops_repository() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let bare = dir.path().join("gitops.git");
-    git(
-        dir.path(),
-        &[
-            "init",
-            "--quiet",
-            "--bare",
-            "--initial-branch=main",
-            "gitops.git",
-        ],
-    );
-    let repo = bare.to_str().expect("utf-8").to_string();
-    let spec = dir.path().join("spec");
-    std::fs::create_dir(&spec).expect("mkdir");
-    let apply = |replicas: u32, extra: &[&str]| {
-        std::fs::write(spec.join("arc.berth"), arc_spec(&repo, replicas)).expect("write");
-        let loaded = files::load(std::slice::from_ref(&spec), &FsReader).expect("load");
-        let sources = berth_runtime::files::relative_sources(&spec, &loaded);
-        let planned = berth_compiler::driver::plan(&sources, AT.parse().expect("at"))
-            .unwrap_or_else(|e| panic!("the arc spec plans: {e:?}"));
-        let plan = dir.path().join("plan.json");
-        std::fs::write(&plan, serde_json::to_string(&planned.plan).expect("json")).expect("w");
-        let mut args = vec![
-            "apply".to_string(),
-            plan.to_string_lossy().into_owned(),
-            "--spec".to_string(),
-            spec.to_string_lossy().into_owned(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let out = Command::new(env!("CARGO_BIN_EXE_berth"))
-            .args(&args)
-            .env("KUBECONFIG", dir.path().join("none"))
-            .output()
-            .expect("run berth");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
-    let (code, err) = apply(1, &["--dry-run"]);
-    assert_eq!(code, 0, "{err}");
-    assert!(err.contains("would commit"), "{err}");
-    let (code, err) = apply(1, &[]);
-    assert_eq!(code, 0, "{err}");
-    assert!(err.contains("committed"), "{err}");
-    let files = git(&bare, &["ls-tree", "-r", "--name-only", "main"]);
-    assert_eq!(
-        files,
-        "clusters/eu/kustomization.yaml\nclusters/eu/ml.yaml\n"
-    );
-    let objects = git(&bare, &["show", "main:clusters/eu/ml.yaml"]);
-    assert!(
-        objects.contains("kind: Deployment") && objects.contains("replicas: 1"),
-        "{objects}"
-    );
-    let (code, err) = apply(1, &[]);
-    assert_eq!(code, 0, "{err}");
-    assert!(err.contains("unchanged"), "re-run commits nothing: {err}");
-    let (code, err) = apply(2, &[]);
-    assert_eq!(code, 0, "{err}");
-    let log = git(&bare, &["log", "--oneline", "main"]);
-    assert_eq!(log.lines().count(), 2, "{log}");
-    assert!(git(&bare, &["show", "main:clusters/eu/ml.yaml"]).contains("replicas: 2"));
 }
 
 #[test]

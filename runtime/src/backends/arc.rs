@@ -2,8 +2,11 @@
 //! kustomization into its folder of the GitOps repository and committed with the `git` CLI;
 //! the cluster's Flux extension reconciles them. One clone per (repository, branch).
 //!
-//! Not here (yet): ensuring the Flux configuration exists through Azure Resource Manager.
-//! Repository URLs are printed without their user-info part: they may carry a token.
+//! Pushes are never forced: when someone else pushed to the branch meanwhile, berth starts
+//! again from their commit and writes its folders over it (its folders are its own; the rest
+//! of their commit is kept). The Flux configuration that makes the cluster watch the repository
+//! is [`super::arm`]'s. Repository URLs are printed without their user-info part: they may
+//! carry a token.
 
 use crate::backends::k8s::render::{GitOpsTarget, Rendered};
 use std::path::Path;
@@ -84,9 +87,64 @@ fn apply_repo(
         git(work.path(), &["clone", "--quiet", repo, &dir_text])?;
         git(&dir, &["checkout", "--quiet", "-b", branch])?;
     }
+    let refspec = format!("HEAD:refs/heads/{branch}");
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        write_folders(&dir, targets, plan_id)?;
+        git(&dir, &["add", "--all"])?;
+        let stat = git(&dir, &["diff", "--cached", "--stat"])?;
+        if stat.trim().is_empty() {
+            return Ok(Outcome::Unchanged);
+        }
+        if dry_run {
+            return Ok(Outcome::WouldCommit(stat));
+        }
+        let message = format!("berth: apply plan {plan_id}");
+        git(
+            &dir,
+            &[
+                "-c",
+                "user.name=berth",
+                "-c",
+                "user.email=berth@localhost",
+                "commit",
+                "--quiet",
+                "-m",
+                &message,
+            ],
+        )?;
+        let error = match git(&dir, &["push", "--quiet", "origin", &refspec]) {
+            Ok(_) => {
+                let hash = git(&dir, &["rev-parse", "--short", "HEAD"])?;
+                return Ok(Outcome::Committed(hash.trim().to_string()));
+            }
+            Err(e) => e,
+        };
+        // Someone else pushed since the clone: never force. Start again from their commit
+        // and write berth's folders over it (they are berth's: an edit there is replaced,
+        // the rest of their commit kept).
+        let rejected = [
+            "non-fast-forward",
+            "fetch first",
+            "[rejected]",
+            "stale info",
+        ]
+        .iter()
+        .any(|m| error.contains(m));
+        if !rejected || attempt == PUSH_ATTEMPTS {
+            return Err(error);
+        }
+        git(&dir, &["fetch", "--quiet", "origin", branch])?;
+        git(&dir, &["reset", "--quiet", "--hard", "FETCH_HEAD"])?;
+    }
+}
+
+/// Writes each target's folder afresh: files of an earlier plan that this one no longer
+/// writes go.
+fn write_folders(dir: &Path, targets: &[&GitOpsTarget], plan_id: &str) -> Result<(), String> {
     for target in targets {
         let folder = dir.join(target.path.trim_matches('/'));
-        // The folder is berth's: files of an earlier plan that this one no longer writes go.
         if folder.exists() {
             std::fs::remove_dir_all(&folder)
                 .map_err(|e| format!("cannot clear `{}`: {e}", target.path))?;
@@ -98,40 +156,11 @@ fn apply_repo(
                 .map_err(|e| format!("cannot write `{}/{name}`: {e}", target.path))?;
         }
     }
-    git(&dir, &["add", "--all"])?;
-    let stat = git(&dir, &["diff", "--cached", "--stat"])?;
-    if stat.trim().is_empty() {
-        return Ok(Outcome::Unchanged);
-    }
-    if dry_run {
-        return Ok(Outcome::WouldCommit(stat));
-    }
-    let message = format!("berth: apply plan {plan_id}");
-    git(
-        &dir,
-        &[
-            "-c",
-            "user.name=berth",
-            "-c",
-            "user.email=berth@localhost",
-            "commit",
-            "--quiet",
-            "-m",
-            &message,
-        ],
-    )?;
-    git(
-        &dir,
-        &[
-            "push",
-            "--quiet",
-            "origin",
-            &format!("HEAD:refs/heads/{branch}"),
-        ],
-    )?;
-    let hash = git(&dir, &["rev-parse", "--short", "HEAD"])?;
-    Ok(Outcome::Committed(hash.trim().to_string()))
+    Ok(())
 }
+
+/// Pushes tried before a non-fast-forward is an error.
+const PUSH_ATTEMPTS: u32 = 3;
 
 /// Runs `git ARGS` in `dir`; stdout, or stderr as the error.
 fn git(dir: &Path, args: &[&str]) -> Result<String, String> {

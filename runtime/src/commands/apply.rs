@@ -6,6 +6,7 @@
 
 use super::input::{PlanInputArgs, input_or_exit, placed_or_refused};
 use crate::backends::arc::{self, Outcome, RepoReport};
+use crate::backends::arm::{self, SiteReport, cluster_name, quoted};
 use crate::backends::{edge, k8s};
 use crate::report::{Exit, Ui};
 use std::io;
@@ -105,7 +106,66 @@ fn apply_clusters(
             ))?;
         }
     }
+    let flux = arm::apply(&rendered.gitops, args.dry_run);
+    if !flux.sites.is_empty() {
+        other_failed |= flux.sites.iter().any(|s| s.outcome.is_err());
+        other.insert("arc".to_string(), arc_json(&flux.sites));
+        other.insert("arm_requests".to_string(), flux.calls.into());
+        for site in &flux.sites {
+            print_site(site, ui)?;
+        }
+        ui.status(&format_args!(
+            "Azure Resource Manager: {} requests",
+            flux.calls
+        ))?;
+    }
     k8s::apply::run(rendered, &options, other, other_failed, ui)
+}
+
+/// `arc cluster `eu-gpu` (`cloud_eu`): Flux extension present; configuration `berth` updated`
+/// and the fields that changed.
+fn print_site(site: &SiteReport, ui: &mut Ui<'_>) -> io::Result<()> {
+    let head = format!(
+        "arc cluster `{}` ({})",
+        cluster_name(&site.cluster),
+        quoted(&site.targets)
+    );
+    match &site.outcome {
+        Err(e) => ui.status(&format_args!("{head}: failed: {e}")),
+        Ok(done) => {
+            let extension = match done.extension {
+                arm::flux::Step::Unchanged => "present".to_string(),
+                ref other => other.word().replace('_', " "),
+            };
+            ui.status(&format_args!(
+                "{head}: Flux extension {extension}; configuration `{}` {}",
+                arm::flux::CONFIG_NAME,
+                done.configuration.word().replace('_', " ")
+            ))?;
+            for change in done.configuration.changes() {
+                ui.status(&format_args!("    {change}"))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn arc_json(sites: &[SiteReport]) -> serde_json::Value {
+    let items: Vec<serde_json::Value> = sites
+        .iter()
+        .map(|s| match &s.outcome {
+            Ok(done) => serde_json::json!({
+                "cluster": s.cluster, "targets": s.targets, "result": "ok",
+                "extension": done.extension.word(),
+                "configuration": done.configuration.word(),
+                "changes": done.configuration.changes(),
+            }),
+            Err(e) => serde_json::json!({
+                "cluster": s.cluster, "targets": s.targets, "result": "failed", "error": e,
+            }),
+        })
+        .collect();
+    serde_json::Value::Array(items)
 }
 
 fn gitops_json(repos: &[RepoReport]) -> serde_json::Value {

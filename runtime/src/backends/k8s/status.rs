@@ -74,6 +74,7 @@ pub fn run(
     ui: &mut Ui<'_>,
 ) -> io::Result<Exit> {
     let rendered = render::render(ir, plan);
+    let arc = crate::backends::arm::StatusReport::collect(&rendered.gitops);
     let kubeconfigs = Kubeconfigs::load();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -115,17 +116,20 @@ pub fn run(
         out
     });
     let flagged = edge.flagged()
+        || arc.flagged()
         || statuses.iter().any(|s| {
             s.error.is_some()
                 || !s.pending_gpu_pods.is_empty()
                 || s.pools.iter().any(|p| p.flags.contains(&"over_plan"))
         });
     if ui.output == OutputFormat::Json {
-        let doc =
-            serde_json::json!({ "plan_id": plan.plan_id, "clusters": statuses, "edge": edge });
+        let doc = serde_json::json!({
+            "plan_id": plan.plan_id, "clusters": statuses, "arc": arc.json(), "edge": edge,
+        });
         writeln!(ui.out, "{doc}")?;
     } else {
         print_human(&statuses, ui)?;
+        arc.print(ui)?;
         edge.print(ui)?;
     }
     Ok(if flagged {

@@ -7,6 +7,8 @@ use super::*;
 #[derive(Clone, Debug, PartialEq)]
 pub struct GitOpsTarget {
     pub target: String,
+    /// The Azure resource id of the Arc-attached (or AKS) cluster.
+    pub cluster: String,
     pub repo: String,
     pub branch: String,
     /// The folder of this cluster's kustomization in the repository.
@@ -40,7 +42,7 @@ impl GitOpsTarget {
 pub(super) fn gitops_entry<'a>(
     gitops: &'a mut Vec<GitOpsTarget>,
     target: &Target,
-    (repo, branch, path, namespace): (&str, &str, &str, &str),
+    (cluster, repo, branch, path, namespace): (&str, &str, &str, &str, &str),
     plan_id: &str,
 ) -> &'a mut GitOpsTarget {
     let index = match gitops.iter().position(|g| g.target == target.name) {
@@ -48,6 +50,7 @@ pub(super) fn gitops_entry<'a>(
         None => {
             gitops.push(GitOpsTarget {
                 target: target.name.clone(),
+                cluster: cluster.to_string(),
                 repo: repo.to_string(),
                 branch: branch.to_string(),
                 path: path.to_string(),

@@ -257,17 +257,17 @@ pub fn render(ir: &Ir, plan: &Plan) -> Rendered {
                         .extend(site.manifests());
                 }
                 Runtime::Arc {
+                    cluster,
                     repo,
                     branch,
                     path,
                     namespace,
-                    ..
                 } => {
                     let site = sharing(namespace, &|p| p.target == placement.target);
                     gitops_entry(
                         &mut gitops,
                         target,
-                        (repo, branch, path, namespace),
+                        (cluster, repo, branch, path, namespace),
                         &plan.plan_id,
                     )
                     .manifests

@@ -1,0 +1,612 @@
+//! `berth apply` and `berth status` for Arc targets, end to end through the real binary: the
+//! GitOps commit to a real git repository, then the Flux extension and configuration through
+//! Azure Resource Manager, here the test double of tests/arm (written from the published
+//! REST specification; every PUT body validated against its schema), with a service
+//! principal authenticated by the Azure SDK's identity crate against the double's token
+//! endpoint, all over HTTPS on 127.0.0.1.
+
+mod arm;
+mod git_http;
+
+use arm::{ArmDouble, Fault, On};
+use git_http::git;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const CLUSTER: &str =
+    "/subscriptions/0000/resourceGroups/ai/providers/Microsoft.Kubernetes/connectedClusters/eu";
+
+fn configuration_path() -> String {
+    format!("{CLUSTER}/providers/Microsoft.KubernetesConfiguration/fluxConfigurations/berth")
+}
+
+struct Setup {
+    arm: ArmDouble,
+    dir: tempfile::TempDir,
+    repo: String,
+    spec: PathBuf,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let dir = tempfile::tempdir().expect("temp dir");
+        git(
+            dir.path(),
+            &[
+                "init",
+                "--quiet",
+                "--bare",
+                "--initial-branch=main",
+                "gitops.git",
+            ],
+        );
+        let repo = dir.path().join("gitops.git").display().to_string();
+        let spec = dir.path().join("spec");
+        std::fs::create_dir(&spec).expect("mkdir");
+        let setup = Setup {
+            arm: ArmDouble::start(),
+            dir,
+            repo,
+            spec,
+        };
+        setup.write_spec("main", 1);
+        setup
+    }
+
+    fn write_spec(&self, branch: &str, replicas: u32) {
+        let text = format!(
+            r#"target eu_arc {{
+  class        = cloud
+  runtime      = arc {{ cluster = "{CLUSTER}"
+                      repo = "{repo}"  branch = "{branch}"  path = "clusters/eu"  namespace = "ml" }}
+  connectivity = connected
+  cpu    = 16
+  memory = 64GiB
+}}
+
+workload echo {{
+  release  = "1"
+  image    = "registry.example.com/echo:1"
+  class    = production
+  identity = service_account("echo")
+  replicas = {replicas}
+  resources {{ cpu = 1  memory = 1GiB }}
+}}
+"#,
+            repo = self.repo
+        );
+        std::fs::write(self.spec.join("arc.berth"), text).expect("write spec");
+    }
+
+    /// Runs berth with the double's environment; (exit code, stdout, stderr).
+    fn berth(&self, args: &[&str], extra_env: &[(&str, &str)]) -> (i32, String, String) {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_berth"));
+        command
+            .args(args)
+            .env("KUBECONFIG", self.dir.path().join("none"))
+            .env("GIT_CONFIG_NOSYSTEM", "1");
+        for (k, v) in self.arm.env() {
+            command.env(k, v);
+        }
+        for (k, v) in extra_env {
+            command.env(k, v);
+        }
+        let out = command.output().expect("run berth");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        for secret in [arm::CLIENT_SECRET, "do-not-print"] {
+            assert!(
+                !stdout.contains(secret) && !stderr.contains(secret),
+                "a credential was printed:\n{stdout}\n{stderr}"
+            );
+        }
+        (out.status.code().unwrap_or(-1), stdout, stderr)
+    }
+
+    fn apply(&self, extra: &[&str]) -> (i32, String, String) {
+        let spec = self.spec.display().to_string();
+        let mut args = vec!["apply", spec.as_str()];
+        args.extend_from_slice(extra);
+        self.berth(&args, &[])
+    }
+
+    fn puts(&self) -> Vec<String> {
+        self.arm
+            .log()
+            .into_iter()
+            .filter(|l| l.method == "PUT")
+            .map(|l| l.path)
+            .collect()
+    }
+}
+
+#[test]
+fn apply_installs_flux_and_configures_it_once_then_changes_nothing() {
+    let s = Setup::new();
+    let (code, _, err) = s.apply(&["--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("arc cluster `eu` (`eu_arc`): Flux extension would create; configuration `berth` would create"),
+        "{err}"
+    );
+    assert!(
+        s.puts().is_empty(),
+        "a dry run writes nothing: {:?}",
+        s.arm.log()
+    );
+
+    s.arm.clear_log();
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("committed"), "{err}");
+    assert!(
+        err.contains("Flux extension created; configuration `berth` created"),
+        "{err}"
+    );
+    let first_calls = s.arm.log().len();
+    let config = s
+        .arm
+        .resource(&configuration_path())
+        .expect("configuration stored");
+    let props = &config["properties"];
+    assert_eq!(props["provisioningState"], "Succeeded");
+    assert_eq!(props["sourceKind"], "GitRepository");
+    assert_eq!(props["gitRepository"]["url"], json!(s.repo));
+    assert_eq!(props["gitRepository"]["repositoryRef"]["branch"], "main");
+    let k = &props["kustomizations"]["eu-arc"];
+    assert_eq!(k["path"], "./clusters/eu");
+    assert_eq!(k["prune"], true);
+    // The folder the kustomization names is what berth committed.
+    let files = git(
+        &s.dir.path().join("gitops.git"),
+        &["ls-tree", "-r", "--name-only", "main"],
+    );
+    assert!(files.contains("clusters/eu/kustomization.yaml"), "{files}");
+
+    s.arm.clear_log();
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("Flux extension present; configuration `berth` unchanged"),
+        "{err}"
+    );
+    assert!(
+        s.puts().is_empty(),
+        "a re-apply writes nothing: {:?}",
+        s.arm.log()
+    );
+    let again = s.arm.log().len();
+    assert!(
+        err.contains(&format!("Azure Resource Manager: {again} requests")),
+        "{err}"
+    );
+    eprintln!("ARM requests: first apply {first_calls}, re-apply {again}");
+}
+
+#[test]
+fn a_changed_branch_is_shown_as_a_field_diff_then_updated() {
+    let s = Setup::new();
+    assert_eq!(s.apply(&[]).0, 0);
+    s.write_spec("release", 1);
+    s.arm.clear_log();
+    let (code, _, err) = s.apply(&["--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("configuration `berth` would update"), "{err}");
+    assert!(
+        err.contains("properties.gitRepository.repositoryRef.branch: \"main\" → \"release\""),
+        "{err}"
+    );
+    assert!(s.puts().is_empty());
+    let (code, out, err) = s.berth(
+        &["--output", "json", "apply", s.spec.to_str().expect("utf-8")],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let doc: Value = serde_json::from_str(&out).expect("one JSON document");
+    assert_eq!(doc["arc"][0]["configuration"], "updated", "{doc}");
+    assert_eq!(doc["arc"][0]["extension"], "unchanged", "{doc}");
+    assert!(doc["arm_requests"].as_u64().expect("count") > 0);
+    let config = s.arm.resource(&configuration_path()).expect("stored");
+    assert_eq!(
+        config["properties"]["gitRepository"]["repositoryRef"]["branch"],
+        "release"
+    );
+}
+
+#[test]
+fn throttling_conflicts_and_server_errors_are_retried_and_retry_after_is_honoured() {
+    let s = Setup::new();
+    s.arm
+        .fault(On::PutConfiguration, Fault::Throttle { seconds: 1 });
+    s.arm.fault(On::PutConfiguration, Fault::Conflict);
+    s.arm.fault(On::PutExtension, Fault::ServerError);
+    s.arm.set_lro_polls(2);
+    let started = Instant::now();
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "Retry-After: 1 honoured"
+    );
+    let statuses: Vec<(String, u16)> = s
+        .arm
+        .log()
+        .into_iter()
+        .filter(|l| l.method == "PUT")
+        .map(|l| {
+            (
+                l.path.rsplit('/').next().unwrap_or("").to_string(),
+                l.status,
+            )
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        vec![
+            ("flux".to_string(), 500),
+            ("flux".to_string(), 201),
+            ("berth".to_string(), 429),
+            ("berth".to_string(), 409),
+            ("berth".to_string(), 201),
+        ]
+    );
+    let polls = s
+        .arm
+        .log()
+        .iter()
+        .filter(|l| l.path.contains("/operations/"))
+        .count();
+    assert_eq!(
+        polls, 6,
+        "two operations, each InProgress twice then Succeeded"
+    );
+}
+
+#[test]
+fn an_expired_token_is_replaced_and_a_wrong_secret_is_a_clear_error() {
+    let s = Setup::new();
+    s.arm.fault(On::GetConfiguration, Fault::ExpireToken);
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(s.arm.tokens_issued(), 2, "a new token after the 401");
+    let (code, _, err) = s.berth(
+        &["apply", s.spec.to_str().expect("utf-8")],
+        &[("AZURE_CLIENT_SECRET", "a-wrong-secret")],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no Azure token"), "{err}");
+    assert!(err.contains("AADSTS7000215"), "{err}");
+    assert!(!err.contains("a-wrong-secret"), "{err}");
+}
+
+#[test]
+fn workload_identity_authenticates_with_the_federated_token() {
+    let s = Setup::new();
+    let token_file = s.dir.path().join("sa-token");
+    std::fs::write(&token_file, arm::FEDERATED_TOKEN).expect("write token");
+    let token_file = token_file.display().to_string();
+    let (code, _, err) = s.berth(
+        &["apply", s.spec.to_str().expect("utf-8")],
+        &[
+            ("AZURE_CLIENT_SECRET", ""),
+            ("AZURE_FEDERATED_TOKEN_FILE", &token_file),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("configuration `berth` created"), "{err}");
+    assert_eq!(s.arm.tokens_issued(), 1);
+}
+
+#[test]
+fn a_forbidden_write_names_the_action_and_the_role() {
+    let s = Setup::new();
+    s.arm.fault(On::PutConfiguration, Fault::Forbidden);
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("may not `Microsoft.KubernetesConfiguration/fluxConfigurations/write`"),
+        "{err}"
+    );
+    assert!(err.contains("`Contributor`"), "{err}");
+}
+
+#[test]
+fn a_failed_operation_is_reported_with_its_message() {
+    let s = Setup::new();
+    assert_eq!(s.apply(&[]).0, 0);
+    s.write_spec("release", 1);
+    s.arm
+        .fail_next_operation("GitRepositoryUnreachable", "authentication required");
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(
+            "the operation ended `Failed` (GitRepositoryUnreachable: authentication required)"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn status_shows_what_flux_reports_through_arm() {
+    let s = Setup::new();
+    let spec = s.spec.display().to_string();
+    let (code, out, err) = s.berth(&["status", &spec], &[]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("no Flux configuration `berth`"), "{out}");
+    assert_eq!(s.apply(&[]).0, 0);
+    s.arm.report_flux_status(
+        &configuration_path(),
+        json!({
+            "complianceState": "Non-Compliant",
+            "sourceSyncedCommitId": "main@sha1:3f2a1b9c",
+            "sourceUpdatedAt": "2026-12-04T10:00:00Z",
+            "statuses": [
+                {"name": "berth", "namespace": "flux-system", "kind": "GitRepository",
+                 "complianceState": "Compliant",
+                 "statusConditions": [{"type": "Ready", "status": "True", "message": "stored artifact"}]},
+                {"name": "berth-eu-arc", "namespace": "flux-system", "kind": "Kustomization",
+                 "complianceState": "Non-Compliant",
+                 "statusConditions": [{"type": "Ready", "status": "False",
+                    "reason": "BuildFailed", "message": "kustomize build failed: missing resource ml.yaml"}]}
+            ]
+        }),
+    );
+    let (code, out, err) = s.berth(&["status", &spec], &[]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("arc cluster `eu` (`eu_arc`): Flux configuration `berth` Non-Compliant, provisioning Succeeded, source at main@sha1:3f2a1b9c"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Kustomization flux-system/berth-eu-arc: Non-Compliant: kustomize build failed: missing resource ml.yaml"),
+        "{out}"
+    );
+    s.arm.report_flux_status(
+        &configuration_path(),
+        json!({"complianceState": "Compliant", "statuses": []}),
+    );
+    let (code, out, err) = s.berth(&["--output", "json", "status", &spec], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let doc: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(
+        doc["arc"][0]["configuration"]["compliance_state"],
+        "Compliant"
+    );
+}
+
+#[test]
+fn the_double_refuses_what_the_specification_refuses() {
+    // The double itself, so that the tests above mean something: a body with a misspelt or
+    // read-only field, a missing api-version, a configuration before the extension.
+    let s = Setup::new();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = reqwest::Client::builder()
+        .add_root_certificate(
+            reqwest::Certificate::from_pem(&std::fs::read(&s.arm.ca_file).expect("ca"))
+                .expect("pem"),
+        )
+        .build()
+        .expect("client");
+    let token: Value = rt.block_on(async {
+        client
+            .post(format!("{}/{}/oauth2/v2.0/token", s.arm.url, arm::TENANT))
+            .body(format!(
+                "grant_type=client_credentials&client_id={}&client_secret={}&scope={}%2F.default",
+                arm::CLIENT_ID,
+                arm::CLIENT_SECRET,
+                s.arm.url.replace(':', "%3A").replace('/', "%2F")
+            ))
+            .send()
+            .await
+            .expect("token")
+            .text()
+            .await
+            .map(|t| serde_json::from_str(&t).expect("json"))
+            .expect("body")
+    });
+    let bearer = token["access_token"].as_str().expect("token").to_string();
+    let put = |path: &str, api: &str, body: Value| {
+        rt.block_on(async {
+            let response = client
+                .put(format!("{}{path}?api-version={api}", s.arm.url))
+                .bearer_auth(&bearer)
+                .body(body.to_string())
+                .send()
+                .await
+                .expect("put");
+            let status = response.status().as_u16();
+            let text = response.text().await.unwrap_or_default();
+            (
+                status,
+                serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
+            )
+        })
+    };
+    let config = configuration_path();
+    let (status, body) = put(
+        &config,
+        arm::FLUX_API,
+        json!({"properties": {"sourceKind": "GitRepository"}}),
+    );
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("ExtensionNotFound"))
+    );
+    let extension =
+        format!("{CLUSTER}/providers/Microsoft.KubernetesConfiguration/extensions/flux");
+    let (status, _) = put(
+        &extension,
+        arm::EXTENSION_API,
+        json!({"properties": {"extensionType": "microsoft.flux"}}),
+    );
+    assert_eq!(status, 201);
+    let (status, body) = put(
+        &config,
+        arm::FLUX_API,
+        json!({"properties": {"sourceKnd": "GitRepository"}}),
+    );
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("InvalidRequestContent")),
+        "{body}"
+    );
+    let (status, _) = put(
+        &config,
+        arm::FLUX_API,
+        json!({"properties": {"complianceState": "Compliant"}}),
+    );
+    assert_eq!(status, 400, "read-only fields are refused");
+    let (status, _) = put(
+        &config,
+        arm::FLUX_API,
+        json!({"properties": {"gitRepository": {"timeoutInSeconds": "600"}}}),
+    );
+    assert_eq!(status, 400, "types are checked");
+    let (status, body) = put(&config, "2021-11-01-preview", json!({"properties": {}}));
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("NoRegisteredProviderFound"))
+    );
+    let (status, _) = put(
+        &config,
+        arm::FLUX_API,
+        json!({"properties": {"scope": "cluster", "namespace": "flux-system"}}),
+    );
+    assert_eq!(status, 201);
+    let (status, body) = put(
+        &config,
+        arm::FLUX_API,
+        json!({"properties": {"namespace": "other"}}),
+    );
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("InvalidRequestParameter"))
+    );
+}
+
+#[test]
+fn the_commit_holds_the_objects_and_a_changed_plan_commits_again() {
+    let s = Setup::new();
+    let bare = s.dir.path().join("gitops.git");
+    assert_eq!(s.apply(&[]).0, 0);
+    let files = git(&bare, &["ls-tree", "-r", "--name-only", "main"]);
+    assert_eq!(
+        files,
+        "clusters/eu/kustomization.yaml\nclusters/eu/ml.yaml\n"
+    );
+    let objects = git(&bare, &["show", "main:clusters/eu/ml.yaml"]);
+    assert!(
+        objects.contains("kind: Deployment") && objects.contains("replicas: 1"),
+        "{objects}"
+    );
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(": unchanged"),
+        "a re-run commits nothing: {err}"
+    );
+    s.write_spec("main", 2);
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    let log = git(&bare, &["log", "--format=%s", "main"]);
+    assert_eq!(log.lines().count(), 2, "{log}");
+    assert!(
+        log.lines()
+            .all(|l| l.starts_with("berth: apply plan sha256:")),
+        "{log}"
+    );
+    assert!(git(&bare, &["show", "main:clusters/eu/ml.yaml"]).contains("replicas: 2"));
+    assert!(
+        err.contains("configuration `berth` unchanged"),
+        "same source and paths: {err}"
+    );
+}
+
+/// A `pre-commit` hook (through `core.hooksPath` in berth's environment) that pushes someone
+/// else's commit to the branch once, while berth is committing: berth's push is then a
+/// non-fast-forward.
+fn racing_hook(s: &Setup, file: &str) -> Vec<(String, String)> {
+    let other = s.dir.path().join("other");
+    git(
+        s.dir.path(),
+        &["clone", "--quiet", &s.repo, other.to_str().expect("utf-8")],
+    );
+    let hooks = s.dir.path().join("hooks");
+    std::fs::create_dir_all(&hooks).expect("mkdir");
+    let hook = hooks.join("pre-commit");
+    let mark = s.dir.path().join("raced");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\nunset GIT_DIR GIT_INDEX_FILE GIT_WORK_TREE GIT_PREFIX\n\
+             [ -e '{mark}' ] && exit 0\ntouch '{mark}'\ncd '{other}' || exit 1\n\
+             mkdir -p \"$(dirname '{file}')\" && echo 'edited by someone else' >> '{file}'\n\
+             git add -A && git -c user.name=other -c user.email=o@example.com commit -qm other \
+             && git push -q origin HEAD:main\n",
+            mark = mark.display(),
+            other = other.display(),
+        ),
+    )
+    .expect("write hook");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    vec![
+        ("GIT_CONFIG_COUNT".to_string(), "1".to_string()),
+        ("GIT_CONFIG_KEY_0".to_string(), "core.hooksPath".to_string()),
+        (
+            "GIT_CONFIG_VALUE_0".to_string(),
+            hooks.display().to_string(),
+        ),
+    ]
+}
+
+/// Applies a changed plan while someone else pushes an edit of `file`; the bare repository
+/// afterwards, having checked that both commits are in its history, berth's on top.
+fn raced_apply(s: &Setup, file: &str) -> PathBuf {
+    assert_eq!(s.apply(&[]).0, 0);
+    let env = racing_hook(s, file);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    s.write_spec("main", 2);
+    let (code, _, err) = s.berth(&["apply", s.spec.to_str().expect("utf-8")], &env);
+    assert_eq!(code, 0, "{err}");
+    let bare = s.dir.path().join("gitops.git");
+    let log = git(&bare, &["log", "--format=%s", "main"]);
+    let subjects: Vec<&str> = log.lines().collect();
+    assert_eq!(subjects.len(), 3, "{log}");
+    assert!(
+        subjects[0].starts_with("berth: apply plan"),
+        "berth's commit on top: {log}"
+    );
+    assert_eq!(
+        subjects[1], "other",
+        "the other commit kept, never forced over: {log}"
+    );
+    assert!(git(&bare, &["show", "main:clusters/eu/ml.yaml"]).contains("replicas: 2"));
+    bare
+}
+
+#[test]
+fn a_push_raced_by_someone_else_is_redone_on_top_never_forced() {
+    let s = Setup::new();
+    let bare = raced_apply(&s, "README.md");
+    assert!(git(&bare, &["show", "main:README.md"]).contains("someone else"));
+}
+
+#[test]
+fn a_race_that_edits_berths_folder_is_overwritten_not_merged() {
+    let s = Setup::new();
+    let bare = raced_apply(&s, "clusters/eu/ml.yaml");
+    let objects = git(&bare, &["show", "main:clusters/eu/ml.yaml"]);
+    assert!(
+        !objects.contains("someone else"),
+        "berth's folder is exactly its rendering: {objects}"
+    );
+}
