@@ -43,20 +43,32 @@ const START_TIMEOUT: Duration = Duration::from_secs(180);
 /// process.
 pub fn binaries() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/cluster/build.sh");
-        let out = std::process::Command::new("bash")
-            .arg(&script)
-            .stderr(std::process::Stdio::inherit())
-            .output()
-            .unwrap_or_else(|e| panic!("run {}: {e}", script.display()));
-        assert!(
-            out.status.success(),
-            "building the test control plane failed ({}); see the messages above",
-            out.status
-        );
-        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-    })
+    BIN.get_or_init(|| built_by("build.sh"))
+}
+
+/// The bin directory of Flux's controllers and CRDs (`build-flux.sh`), once per process.
+pub fn flux_binaries() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| built_by("build-flux.sh"))
+}
+
+/// Runs `tests/cluster/SCRIPT`, which builds (or finds cached) and prints a bin directory.
+fn built_by(script: &str) -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/cluster")
+        .join(script);
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{} failed ({}); see the messages above",
+        script.display(),
+        out.status
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
 /// The tokio runtime the harness's own requests run on.
