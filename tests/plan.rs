@@ -1017,6 +1017,19 @@ fn exact_plans_say_how_they_were_made() {
         );
         assert_eq!(plan_json(dir.path())["plan_id"], id, "{name}");
     }
+    // In JSON mode too: stdout is the plan alone, stderr says how it was made.
+    let dir = copy_example("three-plants", unchanged);
+    let out = berth(
+        dir.path(),
+        &["--output", "json", "plan", "spec", "--at", PEAK, "--exact"],
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON plan");
+    assert!(doc["plan_id"].is_string());
+    assert!(
+        stderr(&out).contains("exact: every stage solved to optimality (HiGHS)"),
+        "{}",
+        stderr(&out)
+    );
     let dir = copy_example("quickstart", unchanged);
     let out = berth(
         dir.path(),

@@ -70,8 +70,10 @@ pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         Ok(done) => done,
         Err(exit) => return Ok(exit),
     };
+    // How the replicas were assigned goes to stderr in both modes, as warnings do: a pipeline
+    // asking for `--exact` must see when it fell back to the heuristic.
     if let Some(outcome) = &exact {
-        ui.status(outcome)?;
+        writeln!(ui.err, "{outcome}")?;
     }
     // Warnings go to stderr in both modes: stdout holds the plan alone.
     if !planned.warnings.is_empty() {
