@@ -1,10 +1,13 @@
 //! The model cache: artifacts stored by content (`STATE/cache/sha256/HEX`), fetched by
 //! streaming (HTTP(S) through reqwest, `file://` or a path), hashed while they stream, resumed
-//! after an interruption (HTTP `Range`, or a file offset) and retried.
+//! after an interruption (HTTP `Range`, or a file offset) and retried. `oci://` artifacts
+//! ([`super::oci`]) are directories (`STATE/cache/oci/HEX`, HEX the manifest's digest), one
+//! file per layer, each layer streamed, hashed, resumed and retried the same way.
 //!
-//! INVARIANT: a file appears under `sha256/` only by a rename after its SHA-256 matched, so
-//! whatever is there is verified and is never fetched again; a mismatching artifact is
-//! deleted and never handed to a workload. Beyond the byte budget, the least recently used
+//! INVARIANT: a file appears under `sha256/` (a directory under `oci/`) only by a rename after
+//! its SHA-256 matched (after its manifest's and every layer's matched), so whatever is there
+//! is verified and is never fetched again; a mismatching artifact is deleted and never handed
+//! to a workload. Beyond the byte budget, the least recently used
 //! artifacts that the running bundle does not need are evicted.
 
 use super::state::{ArtifactRecord, State};
@@ -23,8 +26,11 @@ pub enum FetchError {
     NoDigest(String),
     #[error("digest `{0}` is not `sha256:` and 64 hex digits")]
     BadDigest(String),
-    #[error("artifact `{0}`: only http(s)://, file:// and paths can be fetched")]
+    #[error("artifact `{0}`: only http(s)://, oci://, file:// and paths can be fetched")]
     Unsupported(String),
+    /// An `oci://` reference or manifest the agent cannot use.
+    #[error("artifact `{uri}`: {message}")]
+    Refused { uri: String, message: String },
     #[error("artifact `{uri}` has digest `{actual}`, the bundle says `{expected}`")]
     Mismatch {
         uri: String,
@@ -43,6 +49,7 @@ pub struct Cache {
     /// Bytes the cache may hold.
     pub budget: u64,
     client: reqwest::Client,
+    registries: Option<super::oci::Registries>,
 }
 
 fn now_ms() -> u64 {
@@ -55,7 +62,14 @@ impl Cache {
             dir,
             budget,
             client,
+            registries: None,
         }
+    }
+
+    /// Lets the cache pull `oci://` artifacts from `registries`.
+    pub fn with_registries(mut self, registries: super::oci::Registries) -> Cache {
+        self.registries = Some(registries);
+        self
     }
 
     /// The cached file of `digest` (whether or not it is there).
@@ -74,22 +88,15 @@ impl Cache {
     ) -> Result<(PathBuf, bool), FetchError> {
         let digest = digest.ok_or_else(|| FetchError::NoDigest(uri.to_string()))?;
         let hex = hex_of(digest)?;
+        if uri.starts_with("oci://") {
+            return self.ensure_oci(state, uri, digest, &hex).await;
+        }
         let done = self.dir.join("sha256").join(&hex);
         if done.exists() {
             // A crash between rename and record leaves a verified file unrecorded: record it.
-            let recorded = state
-                .artifacts()
-                .unwrap_or_default()
-                .iter()
-                .any(|(d, _)| d == digest);
-            if !recorded {
-                let size = std::fs::metadata(&done).map_or(0, |m| m.len());
-                let record = ArtifactRecord {
-                    size,
-                    last_used_ms: now_ms(),
-                };
-                let _ = state.set_artifact(digest, Some(record));
-            }
+            record_if_missing(state, digest, || {
+                std::fs::metadata(&done).map_or(0, |m| m.len())
+            });
             return Ok((done, false));
         }
         let io = |e: std::io::Error| FetchError::Fetch {
@@ -144,25 +151,174 @@ impl Cache {
         }))
     }
 
+    /// [`ensure`] for an `oci://` artifact: its directory, pulled layer by layer into
+    /// `partial/HEX.oci/` and renamed into `oci/HEX` once every layer is verified.
+    async fn ensure_oci(
+        &self,
+        state: &State,
+        uri: &str,
+        digest: &str,
+        hex: &str,
+    ) -> Result<(PathBuf, bool), FetchError> {
+        // A reference that contradicts the pinned digest is refused, cached or not.
+        let reference =
+            super::oci::reference(uri, digest).map_err(|message| FetchError::Refused {
+                uri: uri.to_string(),
+                message,
+            })?;
+        let done = self.dir.join("oci").join(hex);
+        let record = |size: u64| {
+            let record = ArtifactRecord {
+                size,
+                last_used_ms: now_ms(),
+            };
+            let _ = state.set_artifact(digest, Some(record));
+        };
+        if done.is_dir() {
+            record_if_missing(state, digest, || dir_size(&done));
+            return Ok((done, false));
+        }
+        let registries = self
+            .registries
+            .as_ref()
+            .ok_or_else(|| FetchError::Unsupported(uri.to_string()))?;
+        let io = |e: std::io::Error| FetchError::Fetch {
+            uri: uri.to_string(),
+            message: e.to_string(),
+        };
+        let work = self.dir.join("partial").join(format!("{hex}.oci"));
+        tokio::fs::create_dir_all(&work).await.map_err(io)?;
+        tokio::fs::create_dir_all(self.dir.join("oci"))
+            .await
+            .map_err(io)?;
+        let mut last = None;
+        for attempt in 0..ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+            }
+            match self.pull_oci(registries, &reference, uri, &work).await {
+                Ok(size) => {
+                    tokio::fs::rename(&work, &done).await.map_err(io)?;
+                    if let Ok(dir) = std::fs::File::open(self.dir.join("oci")) {
+                        let _ = dir.sync_all();
+                    }
+                    record(size);
+                    return Ok((done, true));
+                }
+                Err(e @ (FetchError::Mismatch { .. } | FetchError::Refused { .. })) => {
+                    let _ = tokio::fs::remove_dir_all(&work).await;
+                    return Err(e);
+                }
+                Err(e @ FetchError::TooLarge { .. }) => return Err(e),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| FetchError::Fetch {
+            uri: uri.to_string(),
+            message: "no attempt made".into(),
+        }))
+    }
+
+    /// The manifest (checked against its digest), then every layer not yet in `work`:
+    /// streamed from where an earlier attempt stopped, hashed, checked, renamed to its name.
+    /// The bytes of all layers.
+    async fn pull_oci(
+        &self,
+        registries: &super::oci::Registries,
+        reference: &oci_client::Reference,
+        uri: &str,
+        work: &Path,
+    ) -> Result<u64, FetchError> {
+        use super::oci::Pull;
+        use futures::StreamExt;
+        let fetch = |message: String| FetchError::Fetch {
+            uri: uri.to_string(),
+            message,
+        };
+        let io = |e: std::io::Error| fetch(e.to_string());
+        let layers = registries.manifest(reference).await.map_err(|p| match p {
+            Pull::Failed(m) => fetch(m),
+            Pull::Mismatch { expected, actual } => FetchError::Mismatch {
+                uri: uri.to_string(),
+                expected,
+                actual,
+            },
+            Pull::Refused(m) => FetchError::Refused {
+                uri: uri.to_string(),
+                message: m,
+            },
+        })?;
+        let total: u64 = layers.iter().map(|l| l.size).sum();
+        if total > self.budget {
+            return Err(FetchError::TooLarge {
+                uri: uri.to_string(),
+                budget: self.budget,
+            });
+        }
+        for layer in &layers {
+            let file = work.join(&layer.name);
+            if file.exists() {
+                continue;
+            }
+            let part = work.join(format!(".{}.part", &layer.digest[7..]));
+            let (mut hasher, mut offset) = rehash(&part).await.map_err(io)?;
+            let mut out = tokio::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&part)
+                .await
+                .map_err(io)?;
+            if offset < layer.size {
+                let (ranged, mut stream) = registries
+                    .blob(reference, layer, offset)
+                    .await
+                    .map_err(|p| match p {
+                        Pull::Failed(m) | Pull::Refused(m) => fetch(m),
+                        Pull::Mismatch { expected, actual } => FetchError::Mismatch {
+                            uri: uri.to_string(),
+                            expected,
+                            actual,
+                        },
+                    })?;
+                if !ranged && offset > 0 {
+                    out.set_len(0).await.map_err(io)?;
+                    hasher = Sha256::new();
+                    offset = 0;
+                }
+                while let Some(chunk) = stream.next().await {
+                    // What arrived before a failure stays in the part: the next attempt
+                    // resumes after it.
+                    let chunk = chunk.map_err(io)?;
+                    offset += chunk.len() as u64;
+                    if offset > layer.size {
+                        break;
+                    }
+                    hasher.update(&chunk);
+                    out.write_all(&chunk).await.map_err(io)?;
+                }
+            }
+            out.sync_all().await.map_err(io)?;
+            let actual = format!("sha256:{}", berth_compiler::plan::hex(&hasher.finalize()));
+            if actual != layer.digest || offset != layer.size {
+                let _ = tokio::fs::remove_file(&part).await;
+                return Err(FetchError::Mismatch {
+                    uri: format!("{uri} (layer `{}`)", layer.name),
+                    expected: layer.digest.clone(),
+                    actual,
+                });
+            }
+            tokio::fs::rename(&part, &file).await.map_err(io)?;
+        }
+        Ok(total)
+    }
+
     /// Streams `uri` into `partial`, resuming after the bytes already there (re-hashed first).
     async fn download(&self, uri: &str, partial: &Path) -> Result<(Sha256, u64), FetchError> {
         let io = |e: std::io::Error| FetchError::Fetch {
             uri: uri.to_string(),
             message: e.to_string(),
         };
-        let mut hasher = Sha256::new();
-        let mut offset = 0u64;
-        if let Ok(mut existing) = tokio::fs::File::open(partial).await {
-            let mut buf = vec![0u8; CHUNK];
-            loop {
-                let n = existing.read(&mut buf).await.map_err(io)?;
-                if n == 0 {
-                    break;
-                }
-                hasher.update(&buf[..n]);
-                offset += n as u64;
-            }
-        }
+        let (mut hasher, mut offset) = rehash(partial).await.map_err(io)?;
         let mut out = tokio::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -297,6 +453,9 @@ impl Cache {
             if let Some(path) = self.path_of(&digest) {
                 let _ = std::fs::remove_file(path);
             }
+            if let Ok(hex) = hex_of(&digest) {
+                let _ = std::fs::remove_dir_all(self.dir.join("oci").join(hex));
+            }
             let _ = state.set_artifact(&digest, None);
             total = total.saturating_sub(record.size);
             evicted.push(digest);
@@ -332,6 +491,54 @@ fn hash_and_write<C: AsRef<[u8]>>(
     let file = out.into_inner().map_err(|e| e.into_error())?;
     file.sync_all()?;
     Ok((hasher, size))
+}
+
+/// Records a verified artifact found in the cache but not in the state (a crash between the
+/// rename and the record), with the size `size` gives.
+fn record_if_missing(state: &State, digest: &str, size: impl FnOnce() -> u64) {
+    let recorded = state
+        .artifacts()
+        .unwrap_or_default()
+        .iter()
+        .any(|(d, _)| d == digest);
+    if !recorded {
+        let record = ArtifactRecord {
+            size: size(),
+            last_used_ms: now_ms(),
+        };
+        let _ = state.set_artifact(digest, Some(record));
+    }
+}
+
+/// The hash and length of what an earlier attempt left in `part` (nothing: empty).
+async fn rehash(part: &Path) -> std::io::Result<(Sha256, u64)> {
+    let mut hasher = Sha256::new();
+    let mut length = 0u64;
+    if let Ok(mut existing) = tokio::fs::File::open(part).await {
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            let n = existing.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            length += n as u64;
+        }
+    }
+    Ok((hasher, length))
+}
+
+/// Bytes of the files directly in `dir`.
+fn dir_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 fn hex_of(digest: &str) -> Result<String, FetchError> {

@@ -15,6 +15,7 @@ pub mod api;
 pub mod cache;
 pub mod floor;
 pub mod gpu;
+pub mod oci;
 pub mod source;
 pub mod state;
 pub mod supervise;
@@ -69,6 +70,9 @@ pub struct Config {
     pub gpu_process_every: u32,
     /// A GPU sample is recorded as telemetry at most this often.
     pub gpu_record_interval: Duration,
+    /// OCI registries: extra PEM roots, and credentials in Docker's `config.json` form.
+    pub registry_ca: Option<PathBuf>,
+    pub registry_auth: Option<PathBuf>,
 }
 
 impl Config {
@@ -85,6 +89,8 @@ impl Config {
             gpu_interval: Duration::from_secs(1),
             gpu_process_every: 10,
             gpu_record_interval: Duration::from_secs(60),
+            registry_ca: None,
+            registry_auth: None,
         }
     }
 }
@@ -136,6 +142,8 @@ pub enum AgentError {
     State(#[from] state::StateError),
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
+    #[error("{0}")]
+    Registries(String),
 }
 
 impl Agent {
@@ -155,11 +163,23 @@ impl Agent {
             .connect_timeout(Duration::from_secs(5))
             .build()
             .map_err(|e| AgentError::Client(e.to_string()))?;
+        let ca = match &config.registry_ca {
+            Some(path) => Some(std::fs::read(path).map_err(|e| {
+                AgentError::Registries(format!(
+                    "cannot read the registry CA `{}`: {e}",
+                    path.display()
+                ))
+            })?),
+            None => None,
+        };
+        let registries = oci::Registries::new(ca.as_deref(), config.registry_auth.as_deref())
+            .map_err(AgentError::Registries)?;
         let cache = cache::Cache::new(
             config.state_dir.join("cache"),
             config.cache_budget,
             client.clone(),
-        );
+        )
+        .with_registries(registries);
         // The bundle of the previous life, verified when it was accepted.
         let current = state
             .meta("bundle")?

@@ -58,6 +58,12 @@ pub struct AgentArgs {
     /// Seconds between GPU samples recorded as telemetry.
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
     pub gpu_record_interval: f64,
+    /// PEM roots to trust for OCI registries (`oci://` artifacts), besides the built-in ones.
+    #[arg(long, value_name = "FILE")]
+    pub registry_ca: Option<PathBuf>,
+    /// Registry credentials in Docker's `config.json` form (`auths.<registry>.auth`).
+    #[arg(long, value_name = "FILE")]
+    pub registry_auth: Option<PathBuf>,
 }
 
 fn seconds(s: f64) -> Duration {
@@ -125,6 +131,8 @@ pub fn run(args: AgentArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         gpu_interval: seconds(args.gpu_interval),
         gpu_process_every: 10,
         gpu_record_interval: seconds(args.gpu_record_interval),
+        registry_ca: args.registry_ca.clone(),
+        registry_auth: args.registry_auth.clone(),
     };
     let Some(runtime) = async_runtime(ui)? else {
         return Ok(Exit::Trouble);

@@ -160,6 +160,8 @@ async fn run_locals(
             gpu_interval: Duration::from_secs(1),
             gpu_process_every: 10,
             gpu_record_interval: Duration::from_secs(60),
+            registry_ca: None,
+            registry_auth: None,
         };
         let agent = match Agent::open(config) {
             Ok(agent) => agent,
