@@ -368,7 +368,7 @@ pub static VARIANT: BlockSchema = BlockSchema {
             "digest",
             Ty::Digest,
             OPT,
-            "`\"sha256:\"` and 64 lowercase hex digits.",
+            "`\"sha256:\"` and 64 lowercase hex digits: the file's, or for `oci://` the manifest's.",
         ),
     ],
 };
