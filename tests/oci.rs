@@ -368,3 +368,40 @@ fn a_pull_resumes_after_a_cut_and_a_stopped_registry_leaves_nothing_half_done() 
         .expect("fetched afresh");
     assert_eq!(std::fs::read(dir.join("model.bin")).expect("model"), model);
 }
+
+/// Pull throughput from the loopback registry with digest verification, end to end through
+/// the cache (manifest, blob streamed, hashed, written, renamed). With TMPDIR on tmpfs the
+/// registry's storage and the cache are both in memory.
+/// `TMPDIR=/dev/shm cargo test --release -p berth-runtime --test oci bench_ -- --ignored --nocapture`
+#[test]
+#[ignore = "benchmark: run explicitly"]
+fn bench_pull_throughput() {
+    let rt = rt();
+    let registry = Registry::start();
+    let size: usize = std::env::var("BERTH_BENCH_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1 << 30);
+    let model = weights(9, size);
+    let digest = registry.push(&rt, "models/bench", "1", &[("model.bin", model)]);
+    for run in 1..=3 {
+        let a = cache(&registry, Some(&good_auth(&registry)));
+        let uri = format!("oci://{}/models/bench:1", registry.host());
+        let started = Instant::now();
+        let (dir, fetched) = rt
+            .block_on(a.cache.ensure(&a.state, &uri, Some(&digest)))
+            .expect("pulled");
+        let elapsed = started.elapsed();
+        assert!(fetched);
+        assert_eq!(
+            std::fs::metadata(dir.join("model.bin"))
+                .expect("model")
+                .len(),
+            size as u64
+        );
+        eprintln!(
+            "run {run}: {size} bytes in {elapsed:?}: {:.0} MB/s",
+            size as f64 / elapsed.as_secs_f64() / 1e6
+        );
+    }
+}
