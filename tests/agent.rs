@@ -2,6 +2,8 @@
 //! real binary, real processes, real HTTP on 127.0.0.1 (a small bundle store served from a
 //! thread of this test, stopped and restarted to cut the link), real files. No mocks.
 
+mod registry;
+
 use berth_compiler::plan::VariantBinding;
 use berth_runtime::backends::edge::bundle::{
     Bundle, BundleWorkload, ReclaimContract, TelemetryContract, keys,
@@ -837,6 +839,67 @@ fn an_artifact_with_a_wrong_digest_never_runs_and_the_status_says_why() {
         events.iter().any(|e| e["kind"] == "artifact_rejected"),
         "{events:#?}"
     );
+}
+
+/// A running agent with an `oci://` model on Debian's real registry (TLS, htpasswd): the
+/// workload starts once the artifact is pulled and verified, and reads its layers from
+/// `$BERTH_MODEL`; the registry's password appears nowhere in the status.
+#[test]
+fn an_oci_model_is_pulled_from_a_real_registry_before_its_workload_starts() {
+    let fixture = Fixture::new();
+    let (root, keys) = (fixture.root(), &fixture.keys);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let registry = registry::Registry::start();
+    let weights = model_bytes(3 << 20);
+    let digest = registry.push(
+        &rt,
+        "models/vision",
+        "2.0",
+        &[
+            ("weights.bin", weights.clone()),
+            ("labels.txt", b"ok\nscratch\n".to_vec()),
+        ],
+    );
+    let auth = root.join("registry-auth.json");
+    std::fs::write(&auth, registry::good_auth(&registry)).expect("auth");
+    let copy = root.join("seen.bin");
+    let w = with_model(
+        workload(
+            "vision",
+            &format!(
+                "cp \"$BERTH_MODEL/weights.bin\" '{}'; sleep 100",
+                copy.display()
+            ),
+        ),
+        format!("oci://{}/models/vision:2.0", registry.host()),
+        digest,
+    );
+    publish(root, &bundle(1, vec![w]).sign(&keys.secret));
+    let ca = registry.ca.display().to_string();
+    let auth = auth.display().to_string();
+    let agent = AgentProc::start(
+        &root.join("state"),
+        &keys.public,
+        &root.join("site.bundle.json").display().to_string(),
+        &["--registry-ca", &ca, "--registry-auth", &auth],
+    );
+    agent.wait_for_workload("vision", "running", Duration::from_secs(30));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::metadata(&copy).map_or(0, |m| m.len()) < weights.len() as u64 {
+        assert!(
+            Instant::now() < deadline,
+            "the workload never read its model"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(std::fs::read(&copy).expect("copy"), weights);
+    let status = agent.status();
+    assert_eq!(status["cache"]["artifacts"], 1, "{status}");
+    let text = status.to_string();
+    assert!(!text.contains(registry::PASSWORD), "{text}");
 }
 
 #[test]

@@ -3,178 +3,14 @@
 //! htpasswd auth, artifacts pushed to it with the ORAS project's `oci-client`, pulled by the
 //! agent's cache (`berth_runtime::agent::cache`) as a running agent does.
 
+mod registry;
+
 use berth_runtime::agent::cache::{Cache, FetchError};
 use berth_runtime::agent::oci::Registries;
 use berth_runtime::agent::state::State;
-use oci_client::client::{
-    Certificate, CertificateEncoding, ClientConfig, ClientProtocol, Config, ImageLayer,
-};
-use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference};
+use registry::{Registry, USER, good_auth};
 use sha2::Digest;
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
-
-const USER: &str = "berth-bot";
-const PASSWORD: &str = "registry-password-do-not-print";
-
-struct Registry {
-    dir: tempfile::TempDir,
-    port: u16,
-    child: Option<Child>,
-    ca: PathBuf,
-}
-
-impl Registry {
-    /// Starts Debian's `docker-registry` (`.ci/run` installs it) with TLS and htpasswd auth.
-    fn start() -> Registry {
-        let binary = Path::new("/usr/bin/docker-registry");
-        assert!(
-            binary.exists(),
-            "these tests need Debian's `docker-registry` (apt-get install docker-registry)"
-        );
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        let ca_key = rcgen::KeyPair::generate().expect("CA key");
-        let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("CA");
-        let key = rcgen::KeyPair::generate().expect("key");
-        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-            .expect("params")
-            .signed_by(&key, &ca)
-            .expect("cert");
-        let path = |name: &str| dir.path().join(name);
-        std::fs::write(path("ca.pem"), ca.pem()).expect("write");
-        std::fs::write(path("cert.pem"), cert.pem()).expect("write");
-        std::fs::write(path("key.pem"), key.serialize_pem()).expect("write");
-        let hash = bcrypt::hash(PASSWORD, 5).expect("bcrypt");
-        std::fs::write(path("htpasswd"), format!("{USER}:{hash}\n")).expect("write");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("port")
-            .port();
-        std::fs::write(
-            path("config.yml"),
-            format!(
-                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {data}\n\
-                 http:\n  addr: 127.0.0.1:{port}\n  tls:\n    certificate: {cert}\n    key: {key}\n\
-                 auth:\n  htpasswd:\n    realm: berth-test\n    path: {htpasswd}\n",
-                data = path("data").display(),
-                cert = path("cert.pem").display(),
-                key = path("key.pem").display(),
-                htpasswd = path("htpasswd").display(),
-            ),
-        )
-        .expect("write config");
-        let mut registry = Registry {
-            ca: path("ca.pem"),
-            dir,
-            port,
-            child: None,
-        };
-        registry.run();
-        registry
-    }
-
-    fn run(&mut self) {
-        let log = std::fs::File::create(self.dir.path().join("registry.log")).expect("log");
-        let child = Command::new("/usr/bin/docker-registry")
-            .arg("serve")
-            .arg(self.dir.path().join("config.yml"))
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("start docker-registry");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "the registry never listened");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    fn host(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    fn client(&self) -> Client {
-        let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
-        Client::new(ClientConfig {
-            protocol: ClientProtocol::Https,
-            extra_root_certificates: vec![Certificate {
-                encoding: CertificateEncoding::Pem,
-                data: std::fs::read(&self.ca).expect("ca"),
-            }],
-            ..ClientConfig::default()
-        })
-    }
-
-    /// Pushes `files` (name, bytes) as one artifact at `repo:tag`; its manifest digest.
-    fn push(
-        &self,
-        rt: &tokio::runtime::Runtime,
-        repo: &str,
-        tag: &str,
-        files: &[(&str, Vec<u8>)],
-    ) -> String {
-        let client = self.client();
-        let reference: Reference = format!("{}/{repo}:{tag}", self.host())
-            .parse()
-            .expect("ref");
-        let auth = RegistryAuth::Basic(USER.into(), PASSWORD.into());
-        let layers: Vec<ImageLayer> = files
-            .iter()
-            .map(|(name, data)| {
-                ImageLayer::new(
-                    data.clone(),
-                    "application/vnd.berth.model.layer.v1".to_string(),
-                    Some(BTreeMap::from([(
-                        "org.opencontainers.image.title".to_string(),
-                        name.to_string(),
-                    )])),
-                )
-            })
-            .collect();
-        let config = Config::new(
-            b"{}".to_vec(),
-            "application/vnd.oci.empty.v1+json".to_string(),
-            None,
-        );
-        rt.block_on(async {
-            client
-                .push(&reference, &layers, config, &auth, None)
-                .await
-                .expect("push");
-            let (bytes, _) = client
-                .pull_manifest_raw(
-                    &reference,
-                    &auth,
-                    &["application/vnd.oci.image.manifest.v1+json"],
-                )
-                .await
-                .expect("manifest");
-            format!(
-                "sha256:{}",
-                berth_compiler::plan::hex(&sha2::Sha256::digest(&bytes))
-            )
-        })
-    }
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
+use std::time::Instant;
 
 struct Agentish {
     dir: tempfile::TempDir,
@@ -199,15 +35,6 @@ fn cache(registry: &Registry, auth: Option<&str>) -> Agentish {
     let cache = Cache::new(dir.path().join("cache"), 1 << 30, reqwest::Client::new())
         .with_registries(registries);
     Agentish { dir, state, cache }
-}
-
-fn good_auth(registry: &Registry) -> String {
-    use base64::Engine;
-    let token = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"));
-    format!(
-        r#"{{"auths":{{"{}":{{"auth":"{token}"}}}}}}"#,
-        registry.host()
-    )
 }
 
 fn rt() -> tokio::runtime::Runtime {
