@@ -3,6 +3,7 @@
 //! thread of this test, stopped and restarted to cut the link), real files. No mocks.
 
 mod registry;
+mod test_tls;
 
 use berth_compiler::plan::VariantBinding;
 use berth_runtime::backends::edge::bundle::{
@@ -17,6 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use test_tls::tls_files;
 
 const BERTH: &str = env!("CARGO_BIN_EXE_berth");
 const TOKEN: &str = "test-token-7f3a";
@@ -1681,31 +1683,6 @@ fn berth_status_asks_edge_agents_and_reports_refusals_and_lost_agents() {
     assert!(text.contains("unreachable: "), "{text}");
     assert!(text.contains(", generation 1)"), "{text}");
     assert!(text.contains("(last reached 20"), "{text}");
-}
-
-/// A CA and a certificate it signed for 127.0.0.1: (ca.pem, cert.pem, key.pem) under `dir`.
-fn tls_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "berth test CA");
-    let ca_key = rcgen::KeyPair::generate().expect("CA key");
-    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("CA");
-    let key = rcgen::KeyPair::generate().expect("key");
-    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .expect("params")
-        .signed_by(&key, &*ca)
-        .expect("certificate");
-    let paths = (
-        dir.join("ca.pem"),
-        dir.join("cert.pem"),
-        dir.join("key.pem"),
-    );
-    std::fs::write(&paths.0, ca.pem()).expect("ca.pem");
-    std::fs::write(&paths.1, cert.pem()).expect("cert.pem");
-    std::fs::write(&paths.2, key.serialize_pem()).expect("key.pem");
-    paths
 }
 
 #[test]

@@ -7,6 +7,7 @@
 
 mod arm;
 mod git_http;
+mod test_tls;
 
 use arm::{ArmDouble, Fault, On};
 use git_http::git;
@@ -14,6 +15,9 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+/// The instant every plan of these tests is made at.
+const AT: &str = "2025-06-04T10:00:00Z";
 
 const CLUSTER: &str =
     "/subscriptions/0000/resourceGroups/ai/providers/Microsoft.Kubernetes/connectedClusters/eu";
@@ -107,9 +111,14 @@ workload echo {{
         (out.status.code().unwrap_or(-1), stdout, stderr)
     }
 
+    /// Plans the spec at a fixed instant (so an unchanged spec gives the same plan id, and
+    /// the same files), then applies that plan.
     fn apply(&self, extra: &[&str]) -> (i32, String, String) {
         let spec = self.spec.display().to_string();
-        let mut args = vec!["apply", spec.as_str()];
+        let plan = self.dir.path().join("plan.json").display().to_string();
+        let (code, _, err) = self.berth(&["plan", &spec, "--at", AT, "-o", &plan], &[]);
+        assert_eq!(code, 0, "{err}");
+        let mut args = vec!["apply", plan.as_str(), "--spec", spec.as_str()];
         args.extend_from_slice(extra);
         self.berth(&args, &[])
     }

@@ -15,6 +15,7 @@
 mod arm;
 mod cluster;
 mod git_http;
+mod test_tls;
 
 use arm::ArmDouble;
 use cluster::nodes::NodeSpec;

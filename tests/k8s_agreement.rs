@@ -9,6 +9,7 @@
 
 mod arm;
 mod cluster;
+mod test_tls;
 
 use cluster::nodes::POOL_LABEL;
 use cluster::{Cluster, Fleet, Planned};

@@ -4,6 +4,7 @@
 //! agent's cache (`berth_runtime::agent::cache`) as a running agent does.
 
 mod registry;
+mod test_tls;
 
 use berth_runtime::agent::cache::{Cache, FetchError};
 use berth_runtime::agent::oci::Registries;

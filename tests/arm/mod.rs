@@ -116,7 +116,7 @@ fn schema(name: &str) -> jsonschema::Validator {
 impl ArmDouble {
     pub fn start() -> ArmDouble {
         let dir = tempfile::tempdir().expect("temp dir");
-        let (ca_file, cert, key) = tls_files(dir.path());
+        let (ca_file, cert, key) = super::test_tls::tls_files(dir.path());
         let config = berth_runtime::agent::tls::server_config(&cert, &key).expect("TLS config");
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -237,31 +237,6 @@ impl ArmDouble {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.shared.inner.lock().expect("lock")
     }
-}
-
-fn tls_files(dir: &std::path::Path) -> (PathBuf, PathBuf, PathBuf) {
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "berth ARM double CA");
-    let ca_key = rcgen::KeyPair::generate().expect("CA key");
-    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("CA");
-    let key = rcgen::KeyPair::generate().expect("key");
-    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .expect("params")
-        .signed_by(&key, &ca)
-        .expect("certificate");
-    let write = |name: &str, text: String| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).expect("write");
-        path
-    };
-    (
-        write("ca.pem", ca.pem()),
-        write("server.pem", cert.pem()),
-        write("server.key", key.serialize_pem()),
-    )
 }
 
 fn error(status: StatusCode, code: &str, message: &str) -> Response {

@@ -34,19 +34,8 @@ impl Registry {
             "these tests need Debian's `docker-registry` (apt-get install docker-registry)"
         );
         let dir = tempfile::tempdir().expect("temp dir");
-        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        let ca_key = rcgen::KeyPair::generate().expect("CA key");
-        let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("CA");
-        let key = rcgen::KeyPair::generate().expect("key");
-        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-            .expect("params")
-            .signed_by(&key, &ca)
-            .expect("cert");
+        let (ca, cert, key) = super::test_tls::tls_files(dir.path());
         let path = |name: &str| dir.path().join(name);
-        std::fs::write(path("ca.pem"), ca.pem()).expect("write");
-        std::fs::write(path("cert.pem"), cert.pem()).expect("write");
-        std::fs::write(path("key.pem"), key.serialize_pem()).expect("write");
         let hash = bcrypt::hash(PASSWORD, 5).expect("bcrypt");
         std::fs::write(path("htpasswd"), format!("{USER}:{hash}\n")).expect("write");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -60,14 +49,14 @@ impl Registry {
                  http:\n  addr: 127.0.0.1:{port}\n  tls:\n    certificate: {cert}\n    key: {key}\n\
                  auth:\n  htpasswd:\n    realm: berth-test\n    path: {htpasswd}\n",
                 data = path("data").display(),
-                cert = path("cert.pem").display(),
-                key = path("key.pem").display(),
+                cert = cert.display(),
+                key = key.display(),
                 htpasswd = path("htpasswd").display(),
             ),
         )
         .expect("write config");
         let mut registry = Registry {
-            ca: path("ca.pem"),
+            ca,
             dir,
             port,
             child: None,

@@ -364,11 +364,10 @@ async fn ensure_configuration(
 ) -> Result<Step, String> {
     let path = site.cluster.configuration();
     let desired = desired_configuration(site);
-    let live = match client.get(&path, FLUX_API_VERSION).await {
-        Ok(live) => live,
-        // In a dry run on a cluster without the extension the configuration cannot exist.
-        Err(e) => return Err(e.to_string()),
-    };
+    let live = client
+        .get(&path, FLUX_API_VERSION)
+        .await
+        .map_err(|e| e.to_string())?;
     let step = match &live {
         None if dry_run => return Ok(Step::WouldCreate),
         None => Step::Created,
