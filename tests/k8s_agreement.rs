@@ -110,6 +110,16 @@ fn assert_scheduler_agrees(fleet: &Fleet, spec: &Path, planned: &Planned) {
             );
             let name = pod["metadata"]["name"].as_str().unwrap_or("?").to_string();
             let phase = pod["status"]["phase"].as_str().unwrap_or("");
+            // A staging Job's pod: it must have run (its workload's pods wait for it).
+            if label("berth.dev/component") == "model-staging" {
+                if phase != "Succeeded" {
+                    problems.push(format!(
+                        "{}: staging pod {name} is {phase}",
+                        cluster.context
+                    ));
+                }
+                continue;
+            }
             let Some(node) = pod["spec"]["nodeName"].as_str() else {
                 problems.push(format!(
                     "{}: pod {name} of {workload} not bound: {}",
@@ -377,6 +387,15 @@ fn a_plan_overcommitted_by_hand_leaves_pods_pending() {
         .expect("chat_assistant");
     let placement = &chat.placements[0];
     assert_eq!(placement.pool.as_deref(), Some("serve"));
+    // The claim its pods mount (model staging), so that only GPUs can hold them back.
+    let claim = object_from_rendered(&out, "PersistentVolumeClaim", "chat-assistant-model");
+    let answer = prod.apply_as_manager(
+        "test",
+        "/api/v1/namespaces/ml/persistentvolumeclaims/chat-assistant-model",
+        claim,
+        true,
+    );
+    assert_eq!(answer.status, 201, "{:?}", answer.body);
     let deployment = deployment_from_rendered(&out, "chat-assistant");
     let mut overcommitted = deployment.clone();
     let replicas = 8 / placement.gpus_per_replica + 2;
@@ -392,7 +411,11 @@ fn a_plan_overcommitted_by_hand_leaves_pods_pending() {
         "pods Pending for lack of GPUs",
         Duration::from_secs(120),
         || {
-            let pods = prod.list("/api/v1/namespaces/ml/pods");
+            let pods: Vec<Value> = prod
+                .list("/api/v1/namespaces/ml/pods")
+                .into_iter()
+                .filter(|p| p["metadata"]["labels"]["berth.dev/component"] != "model-staging")
+                .collect();
             let unschedulable = pods
                 .iter()
                 .filter(|p| {
@@ -416,6 +439,10 @@ fn a_plan_overcommitted_by_hand_leaves_pods_pending() {
 
 /// The Deployment named `name` from `berth render`'s YAML files under `dir`.
 fn deployment_from_rendered(dir: &Path, name: &str) -> Value {
+    object_from_rendered(dir, "Deployment", name)
+}
+
+fn object_from_rendered(dir: &Path, kind: &str, name: &str) -> Value {
     for entry in walk(dir) {
         let text = std::fs::read_to_string(&entry).expect("read rendered");
         for doc in text.split("\n---") {
@@ -423,12 +450,12 @@ fn deployment_from_rendered(dir: &Path, name: &str) -> Value {
                 Ok(v) => v,
                 Err(_) => continue,
             };
-            if value["kind"] == "Deployment" && value["metadata"]["name"] == name {
+            if value["kind"] == kind && value["metadata"]["name"] == name {
                 return value;
             }
         }
     }
-    panic!("no Deployment `{name}` rendered under {}", dir.display());
+    panic!("no {kind} `{name}` rendered under {}", dir.display());
 }
 
 fn walk(dir: &Path) -> Vec<std::path::PathBuf> {

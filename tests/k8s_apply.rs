@@ -268,7 +268,10 @@ fn wait_follows_rollouts_with_watches_and_ends_soon_after_the_last_is_ready() {
             "Job burst/ranker-training",
             "Job ml/llm-finetune",
             "Job ml/ranker-training",
+            // Each served model's staging Job, waited for like the workloads.
+            "Job ml/chat-assistant-stage-c7ca8c0e88a5",
             "Deployment ml/chat-assistant",
+            "Job ml/search-embeddings-stage-63cc089b4c97",
             "Deployment ml/search-embeddings",
         ]
     );

@@ -127,6 +127,11 @@ fn the_control_plane_is_real_and_its_nodes_come_from_the_pools() {
 #[test]
 fn first_apply_creates_and_a_second_writes_nothing() {
     let s = Setup::training(&[]);
+    let detailed_diff = || {
+        s.berth(&["diff", s.plan(), "--spec", s.spec(), "--detailed-exitcode"])
+            .0
+    };
+    assert_eq!(detailed_diff(), 2, "changes pending before the first apply");
     let (code, _, err) = s.apply(&[]);
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -142,9 +147,9 @@ fn first_apply_creates_and_a_second_writes_nothing() {
     assert!(s.prod().get("/api/v1/namespaces/ml").is_some());
     assert!(s.burst().get(RANKER).is_some());
     let writes = (s.prod().writes_by(BERTH), s.burst().writes_by(BERTH));
-    // One write per object: the namespace and 10 objects on prod, the namespace and 2 on
-    // burst.
-    assert_eq!((writes.0.len(), writes.1.len()), (11, 3), "{writes:?}");
+    // One write per object: the namespace and 14 objects on prod (10, and a claim and a
+    // staging Job for each of the two models served there), the namespace and 2 on burst.
+    assert_eq!((writes.0.len(), writes.1.len()), (15, 3), "{writes:?}");
 
     let (code, _, err) = s.apply(&[]);
     assert_eq!(code, 0, "{err}");
@@ -158,6 +163,7 @@ fn first_apply_creates_and_a_second_writes_nothing() {
         writes,
         "the API servers' audit logs show no write the second time"
     );
+    assert_eq!(detailed_diff(), 0, "nothing pending once applied");
 }
 
 #[test]
@@ -259,7 +265,7 @@ fn dry_run_and_diff_write_nothing_and_the_server_validates_every_object() {
         })
         .count();
     assert_eq!(
-        dry_runs, 10,
+        dry_runs, 14,
         "every object of fra-gpu-prod validated by the server"
     );
     assert!(
@@ -371,6 +377,68 @@ fn wait_ends_when_deployments_are_available_and_jobs_complete() {
     };
     assert!(requests("watch", "deployments") >= 1, "watched");
     assert_eq!(requests("get", "deployments"), 2, "one GET per Deployment");
+}
+
+/// Every placement whose variant has a digest gets a claim the real controller manager
+/// binds, a staging Job that completes, and pods that mount the claim read-only behind an
+/// init container checking the digest; `berth status` does not count the Jobs as workloads.
+#[test]
+fn models_are_staged_on_a_bound_volume_before_the_workload_starts() {
+    let s = Setup::training(&[]);
+    let (code, _, err) = s.apply(&["--wait", "--timeout", "240"]);
+    assert_eq!(code, 0, "{err}");
+    let deployment = s.prod().get(CHAT).expect("deployment");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let digest = pod["containers"][0]["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"] == "BERTH_MODEL_DIGEST")
+        .and_then(|e| e["value"].as_str())
+        .expect("digest")
+        .to_string();
+    let init = &pod["initContainers"][0];
+    let args: Vec<&str> = init["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        &args[..4],
+        ["fetch", "--check", "--digest", digest.as_str()]
+    );
+    let claim = pod["volumes"][0]["persistentVolumeClaim"]["claimName"]
+        .as_str()
+        .expect("claim")
+        .to_string();
+    assert_eq!(pod["volumes"][0]["persistentVolumeClaim"]["readOnly"], true);
+    let namespace = deployment["metadata"]["namespace"].as_str().expect("ns");
+    let pvc = s
+        .prod()
+        .get(&format!(
+            "/api/v1/namespaces/{namespace}/persistentvolumeclaims/{claim}"
+        ))
+        .expect("claim");
+    assert_eq!(pvc["status"]["phase"], "Bound", "{pvc}");
+    let jobs = s.prod().list(&format!(
+        "/apis/batch/v1/namespaces/{namespace}/jobs?labelSelector=berth.dev%2Fcomponent%3Dmodel-staging"
+    ));
+    let job = jobs
+        .iter()
+        .find(|j| j["metadata"]["annotations"]["berth.dev/artifact-digest"] == digest.as_str())
+        .expect("the staging job of the digest");
+    assert!(
+        job["status"]["succeeded"].as_i64() >= Some(1),
+        "{}",
+        job["status"]
+    );
+    let (code, out, err) = s.berth(&["status", s.plan(), "--spec", s.spec(), "--output", "json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !out.contains("-stage-"),
+        "a staging Job listed as a workload: {out}"
+    );
 }
 
 #[test]

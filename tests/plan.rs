@@ -831,6 +831,34 @@ fn plan_diff_reports_what_the_evening_changes() {
     );
 }
 
+/// `--detailed-exitcode`, as terraform's: 0 alike, 2 different, 1 for any error (a missing
+/// plan, a usage error), so a pipeline can branch without parsing the report.
+#[test]
+fn plan_diff_detailed_exit_codes_tell_no_change_from_changes_from_errors() {
+    let dir = copy_example("peak-hours", unchanged);
+    for (at, file) in [(PEAK, "day.json"), ("2025-06-04T20:00:00Z", "night.json")] {
+        let out = berth(dir.path(), &["plan", "spec", "--at", at, "-o", file]);
+        assert!(code(&out) <= 1, "{}", stderr(&out));
+    }
+    let run = |args: &[&str]| {
+        let mut all = vec!["plan-diff", "--detailed-exitcode"];
+        all.extend_from_slice(args);
+        code(&berth(dir.path(), &all))
+    };
+    assert_eq!(run(&["day.json", "day.json"]), 0);
+    assert_eq!(run(&["day.json", "night.json"]), 2);
+    assert_eq!(run(&["day.json", "missing.json"]), 1);
+    assert_eq!(run(&["day.json"]), 1, "a usage error");
+    assert_eq!(
+        code(&berth(
+            dir.path(),
+            &["plan-diff", "day.json", "missing.json"]
+        )),
+        2,
+        "without the flag, an unreadable file stays 2"
+    );
+}
+
 #[test]
 fn plan_diff_refuses_an_edited_plan_and_names_a_missing_one() {
     let dir = copy_example("quickstart", unchanged);

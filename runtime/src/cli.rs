@@ -75,6 +75,9 @@ pub enum Command {
     Approve(commands::approve::ApproveArgs),
     /// Desired vs ready replicas and live GPU allocation of the plan's clusters.
     Status(commands::status::StatusArgs),
+    /// Pull a model artifact into a staging directory and verify its digest (`--check`: is it
+    /// there?). Run by the staging Job and init container berth renders on Kubernetes.
+    Fetch(commands::fetch::FetchArgs),
 }
 
 /// Runs the command line of this process and returns its exit code.
@@ -114,9 +117,15 @@ pub fn run(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Exit {
-    let cli = match Cli::try_parse_from(args) {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
-        Err(e) => return clap_error(&e, env, out, err),
+        Err(e) => {
+            let exit = clap_error(&e, env, out, err);
+            // Under `--detailed-exitcode`, 2 means "changes present": a usage error is 1.
+            let detailed = args.iter().any(|a| a == "--detailed-exitcode");
+            return if detailed { exit.detailed(false) } else { exit };
+        }
     };
     let mut ui = Ui {
         out,
@@ -177,6 +186,7 @@ fn dispatch(command: Command, ui: &mut Ui<'_>) -> io::Result<Exit> {
         Command::Diff(args) => commands::diff::run(&args, ui),
         Command::Approve(args) => commands::approve::run(&args, ui),
         Command::Status(args) => commands::status::run(&args, ui),
+        Command::Fetch(args) => commands::fetch::run(&args, ui),
     }
 }
 

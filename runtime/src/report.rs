@@ -18,16 +18,33 @@ use std::io::{self, IsTerminal, Write};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exit {
     /// Nothing to report (0).
-    Clean = 0,
+    Clean,
     /// The sources have errors, or `fmt --check` found files to reformat (1).
-    ErrorsFound = 1,
+    ErrorsFound,
     /// Bad usage, unreadable input or a failing environment: nothing was checked (2).
-    Trouble = 2,
+    Trouble,
+    /// With `--detailed-exitcode`: it succeeded and there are changes to make (2; trouble is
+    /// then reported as 1, as terraform's `-detailed-exitcode` does).
+    ChangesPresent,
 }
 
 impl Exit {
     pub fn code(self) -> i32 {
-        self as i32
+        match self {
+            Exit::Clean => 0,
+            Exit::ErrorsFound => 1,
+            Exit::Trouble | Exit::ChangesPresent => 2,
+        }
+    }
+
+    /// The exit of a run with `--detailed-exitcode`: 0 nothing to change, 1 errors of any
+    /// kind, 2 changes present.
+    pub fn detailed(self, changes: bool) -> Exit {
+        match self {
+            Exit::Clean if changes => Exit::ChangesPresent,
+            Exit::Trouble => Exit::ErrorsFound,
+            other => other,
+        }
     }
 }
 
@@ -168,6 +185,15 @@ impl Ui<'_> {
 mod tests {
     use super::*;
     use berth_compiler::diagnostics::render::DEFAULT_ERROR_LIMIT;
+
+    #[test]
+    fn detailed_exit_codes_keep_two_for_changes() {
+        assert_eq!(Exit::Clean.detailed(false).code(), 0);
+        assert_eq!(Exit::Clean.detailed(true).code(), 2);
+        assert_eq!(Exit::ErrorsFound.detailed(true).code(), 1);
+        assert_eq!(Exit::Trouble.detailed(false).code(), 1);
+        assert_eq!(Exit::Trouble.code(), 2);
+    }
 
     #[test]
     fn colour_follows_terminal_no_color_and_flag() {

@@ -107,6 +107,9 @@ pub struct Answer {
     pub body: Value,
 }
 
+/// PersistentVolumes each test cluster starts with ([`Cluster::create_volumes`]).
+pub const VOLUMES: usize = 24;
+
 impl Cluster {
     /// Starts etcd, the API server, the controller manager, the scheduler and KWOK, creates
     /// `nodes` and waits until they are Ready. `users` get bearer tokens and no permission.
@@ -179,7 +182,30 @@ impl Cluster {
             );
         }
         cluster.wait_nodes_ready(nodes.len());
+        cluster.create_volumes(VOLUMES);
         cluster
+    }
+
+    /// `count` PersistentVolumes of 1 TiB, every access mode, no storage class: what a
+    /// storage provisioner would make, since KWOK's nodes have no CSI driver. The real
+    /// controller manager binds the claims berth renders (model staging) to them, and the
+    /// real scheduler then places the pods that mount them.
+    fn create_volumes(&self, count: usize) {
+        for i in 0..count {
+            let volume = serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": format!("test-volume-{i}")},
+                "spec": {
+                    "capacity": {"storage": "1Ti"},
+                    "accessModes": ["ReadWriteOnce", "ReadWriteMany", "ReadOnlyMany"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "hostPath": {"path": format!("/var/lib/test-volumes/{i}")},
+                },
+            });
+            let answer = self.request("POST", "/api/v1/persistentvolumes", Some(volume));
+            assert_eq!(answer.status, 201, "create volume: {:?}", answer.body);
+        }
     }
 
     pub fn server(&self) -> String {

@@ -177,11 +177,17 @@ pub struct TestServer {
 }
 
 /// The resources the server knows: (group/version, plural, kind, namespaced).
-const RESOURCES: [(&str, &str, &str, bool); 8] = [
+const RESOURCES: [(&str, &str, &str, bool); 9] = [
     ("v1", "namespaces", "Namespace", false),
     ("v1", "nodes", "Node", false),
     ("v1", "pods", "Pod", true),
     ("v1", "configmaps", "ConfigMap", true),
+    (
+        "v1",
+        "persistentvolumeclaims",
+        "PersistentVolumeClaim",
+        true,
+    ),
     ("v1", "services", "Service", true),
     ("apps/v1", "deployments", "Deployment", true),
     ("apps/v1", "statefulsets", "StatefulSet", true),
@@ -1400,7 +1406,9 @@ fn ssa(
 fn typed_check(kind: &str, object: &Value) -> Result<(), String> {
     use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
     use k8s_openapi::api::batch::v1::Job;
-    use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Service};
+    use k8s_openapi::api::core::v1::{
+        ConfigMap, Namespace, Node, PersistentVolumeClaim, Pod, Service,
+    };
     fn check<T: serde::de::DeserializeOwned>(object: &Value) -> Result<(), String> {
         serde_json::from_value::<T>(object.clone())
             .map(|_| ())
@@ -1411,6 +1419,7 @@ fn typed_check(kind: &str, object: &Value) -> Result<(), String> {
         "Node" => check::<Node>(object),
         "Pod" => check::<Pod>(object),
         "ConfigMap" => check::<ConfigMap>(object),
+        "PersistentVolumeClaim" => check::<PersistentVolumeClaim>(object),
         "Service" => check::<Service>(object),
         "Deployment" => check::<Deployment>(object),
         "StatefulSet" => check::<StatefulSet>(object),

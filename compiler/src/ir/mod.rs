@@ -254,6 +254,9 @@ pub struct Variant {
     pub artifact: String,
     /// `sha256:` + 64 hex, when given.
     pub digest: Option<String>,
+    /// The artifact's size in bytes, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
 }
 
 // ---------------------------------------------------------------- workloads
@@ -366,6 +369,8 @@ pub enum Runtime {
     Kubernetes {
         context: String,
         namespace: String,
+        #[serde(default, skip_serializing_if = "Staging::is_default")]
+        staging: Staging,
     },
     Arc {
         /// Azure resource id of the connected cluster.
@@ -376,6 +381,8 @@ pub enum Runtime {
         /// Folder in the repository for this cluster's kustomization.
         path: String,
         namespace: String,
+        #[serde(default, skip_serializing_if = "Staging::is_default")]
+        staging: Staging,
     },
     Edge {
         /// The agent's base URL.
@@ -383,6 +390,25 @@ pub enum Runtime {
     },
     /// Processes on the machine running `berth` (embedded agent).
     Local,
+}
+
+/// How model artifacts are staged on a cluster before its workloads start (a volume per
+/// placement, filled by a `berth fetch` Job): what the runtime block says, `None` where it
+/// says nothing.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Staging {
+    /// The image with the `berth` binary (`fetch_image`).
+    pub fetch_image: Option<String>,
+    /// The storage class of the staging volumes (`model_storage_class`).
+    pub storage_class: Option<String>,
+    /// A Secret with registry credentials and roots (`registry_secret`).
+    pub registry_secret: Option<String>,
+}
+
+impl Staging {
+    pub fn is_default(&self) -> bool {
+        *self == Staging::default()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -309,6 +309,7 @@ fn lower_model(ck: &mut Checker<'_>, m: usize) -> (Model, ItemSpans) {
             accelerators,
             artifact: str_of(vf.get("artifact")).unwrap_or_default(),
             digest: str_of(vf.get("digest")),
+            size: u64_of(vf.get("size")),
         });
     }
     let model = Model {
@@ -484,6 +485,15 @@ fn lower_workload(ck: &mut Checker<'_>, w: usize) -> (Workload, ItemSpans) {
 
 // ---------------------------------------------------------------- targets
 
+/// The model-staging settings of a `kubernetes { … }` or `arc { … }` runtime.
+fn staging(get: &dyn Fn(&str) -> Option<String>) -> Staging {
+    Staging {
+        fetch_image: get("fetch_image"),
+        storage_class: get("model_storage_class"),
+        registry_secret: get("registry_secret"),
+    }
+}
+
 fn lower_target(ck: &mut Checker<'_>, t: usize) -> (Target, ItemSpans) {
     let def = &ck.names.targets[t];
     let (name, item, body, sc) = (def.name, def.item, &def.decl.body, def.scope);
@@ -497,6 +507,7 @@ fn lower_target(ck: &mut Checker<'_>, t: usize) -> (Target, ItemSpans) {
                 "kubernetes" => Runtime::Kubernetes {
                     context: get("context").unwrap_or_default(),
                     namespace: get("namespace").unwrap_or_else(|| "default".into()),
+                    staging: staging(&get),
                 },
                 "arc" => Runtime::Arc {
                     cluster: get("cluster").unwrap_or_default(),
@@ -504,6 +515,7 @@ fn lower_target(ck: &mut Checker<'_>, t: usize) -> (Target, ItemSpans) {
                     branch: get("branch").unwrap_or_else(|| "main".into()),
                     path: get("path").unwrap_or_else(|| format!("clusters/{}", name.name)),
                     namespace: get("namespace").unwrap_or_else(|| "default".into()),
+                    staging: staging(&get),
                 },
                 "edge" => Runtime::Edge {
                     agent: get("agent").unwrap_or_default(),

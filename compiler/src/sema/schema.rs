@@ -370,6 +370,12 @@ pub static VARIANT: BlockSchema = BlockSchema {
             OPT,
             "`\"sha256:\"` and 64 lowercase hex digits: the file's, or for `oci://` the manifest's.",
         ),
+        value(
+            "size",
+            Ty::Size,
+            OPT,
+            "The artifact's size: the volume it is staged on holds two versions of the largest variant.",
+        ),
     ],
 };
 
@@ -468,6 +474,26 @@ pub static RUNTIMES: &[Ctor] = &[
     },
 ];
 
+// Model staging, the same in `kubernetes { … }` and `arc { … }`.
+const FETCH_IMAGE: Field = value(
+    "fetch_image",
+    Ty::Str,
+    Presence::Default("\"berth:VERSION\""),
+    "The image with the `berth` binary that stages model artifacts (`berth fetch`).",
+);
+const MODEL_STORAGE_CLASS: Field = value(
+    "model_storage_class",
+    Ty::Str,
+    Presence::Default("the cluster's default"),
+    "The storage class of the volumes models are staged on (`ReadWriteMany` for several replicas).",
+);
+const REGISTRY_SECRET: Field = value(
+    "registry_secret",
+    Ty::Str,
+    OPT,
+    "A Secret in the namespace with `.dockerconfigjson` and optionally `ca.crt`, for private registries.",
+);
+
 pub static KUBERNETES: BlockSchema = BlockSchema {
     name: "kubernetes",
     doc: "A Kubernetes cluster.",
@@ -479,6 +505,9 @@ pub static KUBERNETES: BlockSchema = BlockSchema {
             Presence::Default("\"default\""),
             "The namespace workloads go to.",
         ),
+        FETCH_IMAGE,
+        MODEL_STORAGE_CLASS,
+        REGISTRY_SECRET,
     ],
 };
 
@@ -511,6 +540,9 @@ pub static ARC: BlockSchema = BlockSchema {
             Presence::Default("\"default\""),
             "The namespace workloads go to.",
         ),
+        FETCH_IMAGE,
+        MODEL_STORAGE_CLASS,
+        REGISTRY_SECRET,
     ],
 };
 

@@ -409,6 +409,7 @@ impl ModelBuilder {
                     self.name, self.version
                 ),
                 digest: None,
+                size: None,
             },
             accelerators: accelerators.iter().map(|s| (*s).into()).collect(),
         });
@@ -586,6 +587,7 @@ impl TargetBuilder {
                 runtime: Runtime::Kubernetes {
                     context: name.into(),
                     namespace: "default".into(),
+                    staging: Default::default(),
                 },
                 region: None,
                 jurisdiction: None,

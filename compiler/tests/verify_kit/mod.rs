@@ -151,6 +151,7 @@ fn variant(name: &str, precision: &str, gpu_memory: u64, accelerators: &[u32]) -
             "sha256:{}",
             if name == "int8" { "41" } else { "9f" }.repeat(32)
         )),
+        size: None,
     }
 }
 

@@ -33,18 +33,33 @@ pub struct ApplyArgs {
     /// How long `--wait` waits, in seconds.
     #[arg(long, default_value_t = 300, value_name = "SECONDS", requires = "wait")]
     pub timeout: u64,
+    /// With `--dry-run`: exit 0 when nothing would change, 2 when something would, 1 on any
+    /// error (as terraform's `-detailed-exitcode`).
+    #[arg(long, requires = "dry_run")]
+    pub detailed_exitcode: bool,
     #[command(flatten)]
     pub edge: edge::apply::EdgeArgs,
 }
 
 /// `berth apply` (and `berth diff`, an apply in dry-run mode).
 pub fn run(args: &ApplyArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
+    let (exit, changes) = apply(args, ui)?;
+    Ok(if args.detailed_exitcode {
+        exit.detailed(changes)
+    } else {
+        exit
+    })
+}
+
+/// The apply, and whether anything changed (or in a dry run, would change). Edge and local
+/// targets are not looked at in a dry run, so a plan that has some counts as changing.
+fn apply(args: &ApplyArgs, ui: &mut Ui<'_>) -> io::Result<(Exit, bool)> {
     let input = match input_or_exit(&args.plan, !args.dry_run, ui)? {
         Ok(input) => input,
-        Err(exit) => return Ok(exit),
+        Err(exit) => return Ok((exit, false)),
     };
     if let Some(exit) = placed_or_refused(&input, ui)? {
-        return Ok(exit);
+        return Ok((exit, false));
     }
     let rendered = k8s::render::render(&input.ir, &input.plan);
     let edge = edge::apply::has_targets(&input.ir, &input.plan);
@@ -53,13 +68,16 @@ pub fn run(args: &ApplyArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
     }
     let clusters = !rendered.clusters.is_empty() || !rendered.gitops.is_empty();
     let mut exit = Exit::Clean;
+    let mut changes = edge;
     if clusters || !edge {
-        exit = apply_clusters(args, &rendered, ui)?;
+        let (cluster_exit, cluster_changes) = apply_clusters(args, &rendered, ui)?;
+        exit = cluster_exit;
+        changes |= cluster_changes;
     }
     if edge && !args.dry_run && exit == Exit::Clean {
         exit = edge::apply::run(&input.ir, &input.plan, &args.edge, ui)?;
     }
-    Ok(exit)
+    Ok((exit, changes))
 }
 
 /// The Kubernetes and Arc part of `berth apply`.
@@ -67,7 +85,7 @@ fn apply_clusters(
     args: &ApplyArgs,
     rendered: &k8s::render::Rendered,
     ui: &mut Ui<'_>,
-) -> io::Result<Exit> {
+) -> io::Result<(Exit, bool)> {
     let options = k8s::apply::Options {
         dry_run: args.dry_run,
         prune: args.prune,
@@ -80,6 +98,9 @@ fn apply_clusters(
     let repos = arc::apply(rendered, args.dry_run);
     let mut other = serde_json::Map::new();
     let mut other_failed = false;
+    let mut changes = repos
+        .iter()
+        .any(|r| matches!(r.outcome, Outcome::Committed(_) | Outcome::WouldCommit(_)));
     if !repos.is_empty() {
         other_failed = repos
             .iter()
@@ -109,6 +130,12 @@ fn apply_clusters(
     let flux = arm::apply(&rendered.gitops, args.dry_run);
     if !flux.sites.is_empty() {
         other_failed |= flux.sites.iter().any(|s| s.outcome.is_err());
+        changes |= flux.sites.iter().any(|s| {
+            s.outcome.as_ref().is_ok_and(|done| {
+                done.extension != arm::flux::Step::Unchanged
+                    || done.configuration != arm::flux::Step::Unchanged
+            })
+        });
         other.insert("arc".to_string(), arc_json(&flux.sites));
         other.insert("arm_requests".to_string(), flux.calls.into());
         for site in &flux.sites {
@@ -119,7 +146,8 @@ fn apply_clusters(
             flux.calls
         ))?;
     }
-    k8s::apply::run(rendered, &options, other, other_failed, ui)
+    let (exit, cluster_changes) = k8s::apply::run(rendered, &options, other, other_failed, ui)?;
+    Ok((exit, changes || cluster_changes))
 }
 
 /// `arc cluster `eu-gpu` (`cloud_eu`): Flux extension present; configuration `berth` updated`

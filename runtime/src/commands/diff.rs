@@ -10,6 +10,10 @@ use std::io;
 pub struct DiffArgs {
     #[command(flatten)]
     pub plan: PlanInputArgs,
+    /// Exit 0 when nothing would change, 2 when something would, 1 on any error (as
+    /// terraform's `-detailed-exitcode`).
+    #[arg(long)]
+    pub detailed_exitcode: bool,
 }
 
 /// `berth diff`: what `apply` would change, from the servers' dry run.
@@ -22,6 +26,7 @@ pub fn run(args: &DiffArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         concurrency: 8,
         wait: false,
         timeout: 300,
+        detailed_exitcode: args.detailed_exitcode,
         edge: EdgeArgs::default(),
     };
     super::apply::run(&apply_args, ui)

@@ -10,6 +10,7 @@
 //!   [`input`] is what they share (the plan to work with and the refusals that keep a stale,
 //!   unapproved or unverified plan off the targets).
 //! - [`keys`], [`agent`]: the edge (`berth keys generate`, `berth agent`).
+//! - [`fetch`]: a model artifact staged where a workload runs (`berth fetch`).
 //!
 //! `berth lsp` is its own room, [`crate::lsp`].
 //!
@@ -22,6 +23,7 @@ pub mod approve;
 pub mod check;
 pub mod diff;
 pub mod explain;
+pub mod fetch;
 pub mod fmt;
 pub mod input;
 pub mod keys;

@@ -22,23 +22,37 @@ pub struct PlanDiffArgs {
     /// The plan after it.
     #[arg(value_name = "AFTER")]
     pub after: PathBuf,
+    /// Exit 0 when the two plans place everything alike, 2 when they differ, 1 on any error
+    /// (as terraform's `-detailed-exitcode`).
+    #[arg(long)]
+    pub detailed_exitcode: bool,
 }
 
 /// Runs `berth plan-diff`.
 pub fn run(args: &PlanDiffArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
+    let (exit, changes) = compare(args, ui)?;
+    Ok(if args.detailed_exitcode {
+        exit.detailed(changes)
+    } else {
+        exit
+    })
+}
+
+/// The report, and whether the plans differ.
+fn compare(args: &PlanDiffArgs, ui: &mut Ui<'_>) -> io::Result<(Exit, bool)> {
     let mut plans = Vec::new();
     for path in [&args.before, &args.after] {
         match read_intact(path, ui)? {
             Ok(plan) => plans.push(plan),
-            Err(exit) => return Ok(exit),
+            Err(exit) => return Ok((exit, false)),
         }
     }
     let [before, after] = &plans[..] else {
-        return Ok(Exit::Trouble);
+        return Ok((Exit::Trouble, false));
     };
     let diff = berth_compiler::plan::diff::diff(before, after);
     print(&diff, ui)?;
-    Ok(Exit::Clean)
+    Ok((Exit::Clean, !diff.is_empty()))
 }
 
 /// A saved plan whose id matches its content.

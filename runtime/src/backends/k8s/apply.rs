@@ -124,14 +124,15 @@ impl ClusterReport {
 
 /// Applies `rendered` and prints the results; exit 1 when anything failed or was not applied
 /// (or `other_failed`: another backend's part of the same apply). `other` fields join the
-/// JSON document.
+/// JSON document. Also says whether anything changed (or in a dry run, would change: an
+/// object created, configured or replaced, or pruned).
 pub fn run(
     rendered: &Rendered,
     options: &Options,
     other: serde_json::Map<String, Value>,
     other_failed: bool,
     ui: &mut Ui<'_>,
-) -> io::Result<Exit> {
+) -> io::Result<(Exit, bool)> {
     let kubeconfigs = Arc::new(Kubeconfigs::load());
     let progress = ui.output == OutputFormat::Human && io::stderr().is_terminal();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -142,11 +143,15 @@ pub fn run(
         Ok(rt) => rt,
         Err(e) => {
             ui.problem(&format_args!("cannot start the async runtime: {e}"), None)?;
-            return Ok(Exit::Trouble);
+            return Ok((Exit::Trouble, false));
         }
     };
     let reports = runtime.block_on(apply_all(rendered, *options, kubeconfigs.clone(), progress));
-    print(
+    let changes = count(&reports, Outcome::is_change) > 0
+        || reports
+            .iter()
+            .any(|r| r.pruned.iter().any(|p| !p.outcome.is_failure()));
+    let exit = print(
         &reports,
         options,
         &kubeconfigs,
@@ -154,7 +159,8 @@ pub fn run(
         other,
         other_failed,
         ui,
-    )
+    )?;
+    Ok((exit, changes))
 }
 
 /// Applies every cluster in parallel; reports in the rendering's (context) order.

@@ -166,6 +166,10 @@ async fn collect(
     for namespace in namespaces {
         for kind in [Kind::Deployment, Kind::StatefulSet, Kind::Job] {
             for object in cluster.list(kind, namespace, &selector).await? {
+                // Staging Jobs serve a workload; they are not one.
+                if object["metadata"]["labels"][render::COMPONENT.0] == render::COMPONENT.1 {
+                    continue;
+                }
                 status
                     .workloads
                     .push(workload_status(kind, namespace, &object));

@@ -1,7 +1,8 @@
 //! Rendering: every placement of a plan on a `kubernetes` target becomes typed k8s-openapi
-//! objects (a ConfigMap with the placement context, a Service when the workload exposes ports
-//! or is a notebook, and a Deployment, Job or StatefulSet by workload kind), grouped per
-//! cluster (kubeconfig context) and namespace.
+//! objects (a ConfigMap with the placement context, a PersistentVolumeClaim and a Job that
+//! stage its model artifact, a Service when the workload exposes ports or is a notebook, and
+//! a Deployment, Job or StatefulSet by workload kind), grouped per cluster (kubeconfig
+//! context) and namespace.
 //!
 //! Pure and deterministic: the same IR and plan give the same objects in the same order, and
 //! the same YAML bytes. Nothing here talks to a cluster.
@@ -13,12 +14,14 @@
 //!
 //! The rooms: `names.rs` (object names, label keys and values, quantities), `pod.rs` (one
 //! placement's objects and pod template: resources, affinity, packing, tolerations, the model
-//! variant), `gitops.rs` (Arc targets' kustomization entries), `yaml.rs` (YAML output, one
+//! variant), `staging.rs` (the volume, Job and init container that stage a placement's model
+//! artifact), `gitops.rs` (Arc targets' kustomization entries), `yaml.rs` (YAML output, one
 //! file per cluster and namespace).
 
 mod gitops;
 mod names;
 mod pod;
+mod staging;
 mod yaml;
 
 pub use gitops::GitOpsTarget;
@@ -27,6 +30,7 @@ pub use names::{cpu_quantity, dns_label, label_value, labels, memory_quantity, p
 use names::{env_name, object_name};
 use pod::Site;
 pub use pod::{gpu_resource_name, pool_resource_name};
+pub use staging::{COMPONENT, MOUNT, STAGED_FOR, default_fetch_image};
 use yaml::path_part;
 pub use yaml::{to_yaml, yaml_files};
 
@@ -53,6 +57,7 @@ use std::collections::BTreeMap;
 pub enum Kind {
     Namespace,
     ConfigMap,
+    PersistentVolumeClaim,
     Service,
     Deployment,
     StatefulSet,
@@ -61,8 +66,9 @@ pub enum Kind {
 
 impl Kind {
     /// The namespaced kinds prune and status look at, in apply order.
-    pub const NAMESPACED: [Kind; 5] = [
+    pub const NAMESPACED: [Kind; 6] = [
         Kind::ConfigMap,
+        Kind::PersistentVolumeClaim,
         Kind::Service,
         Kind::Deployment,
         Kind::StatefulSet,
@@ -71,7 +77,7 @@ impl Kind {
 
     pub fn group(self) -> &'static str {
         match self {
-            Kind::Namespace | Kind::ConfigMap | Kind::Service => "",
+            Kind::Namespace | Kind::ConfigMap | Kind::PersistentVolumeClaim | Kind::Service => "",
             Kind::Deployment | Kind::StatefulSet => "apps",
             Kind::Job => "batch",
         }
@@ -89,6 +95,7 @@ impl Kind {
         match self {
             Kind::Namespace => "Namespace",
             Kind::ConfigMap => "ConfigMap",
+            Kind::PersistentVolumeClaim => "PersistentVolumeClaim",
             Kind::Service => "Service",
             Kind::Deployment => "Deployment",
             Kind::StatefulSet => "StatefulSet",
@@ -101,6 +108,7 @@ impl Kind {
         match self {
             Kind::Namespace => "namespaces",
             Kind::ConfigMap => "configmaps",
+            Kind::PersistentVolumeClaim => "persistentvolumeclaims",
             Kind::Service => "services",
             Kind::Deployment => "deployments",
             Kind::StatefulSet => "statefulsets",
@@ -213,7 +221,10 @@ pub fn render(ir: &Ir, plan: &Plan) -> Rendered {
     let mut others = Vec::new();
     let mut gitops: Vec<GitOpsTarget> = Vec::new();
     for target in &ir.targets {
-        if let Runtime::Kubernetes { context, namespace } = &target.runtime {
+        if let Runtime::Kubernetes {
+            context, namespace, ..
+        } = &target.runtime
+        {
             let cluster = cluster_entry(&mut clusters, context);
             cluster.targets.push(target.name.clone());
             let ns = namespace_object(namespace, &plan.plan_id);
@@ -248,7 +259,9 @@ pub fn render(ir: &Ir, plan: &Plan) -> Rendered {
                 }
             };
             match &target.runtime {
-                Runtime::Kubernetes { context, namespace } => {
+                Runtime::Kubernetes {
+                    context, namespace, ..
+                } => {
                     let site = sharing(namespace, &|p| {
                         same_namespace(ir, &p.target, context, namespace)
                     });
@@ -262,6 +275,7 @@ pub fn render(ir: &Ir, plan: &Plan) -> Rendered {
                     branch,
                     path,
                     namespace,
+                    ..
                 } => {
                     let site = sharing(namespace, &|p| p.target == placement.target);
                     gitops_entry(
@@ -319,7 +333,7 @@ fn same_namespace(ir: &Ir, target: &str, context: &str, namespace: &str) -> bool
     ir.target_by_name(target)
         .map(|id| &ir.target(id).runtime)
         .is_some_and(|r| {
-            matches!(r, Runtime::Kubernetes { context: c, namespace: n } if c == context && n == namespace)
+            matches!(r, Runtime::Kubernetes { context: c, namespace: n, .. } if c == context && n == namespace)
         })
 }
 

@@ -1,4 +1,5 @@
-//! One placement's objects: the ConfigMap of its context, its Service, and its Deployment,
+//! One placement's objects: the ConfigMap of its context, its model staging (`staging.rs`),
+//! its Service, and its Deployment,
 //! Job or StatefulSet, whose pod template carries the resources, node affinity, packing,
 //! tolerations and model variant.
 
@@ -19,6 +20,9 @@ pub(super) struct Site<'a> {
 impl Site<'_> {
     pub(super) fn manifests(&self) -> Vec<Manifest> {
         let mut out = vec![self.config_map()];
+        if let Some(stage) = self.stage() {
+            out.extend(self.staging_manifests(&stage));
+        }
         if let Some(service) = self.service() {
             out.push(service);
         }
@@ -253,18 +257,22 @@ impl Site<'_> {
             resources: Some(self.resources()),
             ..Container::default()
         };
+        let mut spec = PodSpec {
+            containers: vec![container],
+            affinity: self.affinity(),
+            tolerations: self.tolerations(),
+            ..PodSpec::default()
+        };
+        if let Some(stage) = self.stage() {
+            self.staged_pod(&stage, &mut spec);
+        }
         PodTemplateSpec {
             metadata: Some(ObjectMeta {
                 labels: Some(self.pod_labels()),
                 annotations: self.pod_annotations(),
                 ..ObjectMeta::default()
             }),
-            spec: Some(PodSpec {
-                containers: vec![container],
-                affinity: self.affinity(),
-                tolerations: self.tolerations(),
-                ..PodSpec::default()
-            }),
+            spec: Some(spec),
         }
     }
 
