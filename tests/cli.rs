@@ -436,3 +436,117 @@ fn fmt_formats_a_long_list_and_many_constants() {
     let formatted = fs::read_to_string(dir.path().join("list/l.berth")).expect("read back");
     assert_eq!(formatted.lines().count(), 150_002);
 }
+
+/// `--output sarif`: one SARIF 2.1.0 log on stdout, valid against the OASIS schema
+/// (`tests/data/sarif/sarif-2.1.0-rtm.5.json`, as published in schemastore and shipped by
+/// `@microsoft/jest-sarif`), with each diagnostic's code, level and primary span where
+/// `--output json` puts it (columns in UTF-16 code units, 1-based), labels as related
+/// locations; the summary stays on stderr.
+#[test]
+fn sarif_output_is_a_valid_log_with_the_exact_locations() {
+    let warning = fs::read("../compiler/tests/data/analysis/dead_entitlement_two_rules.berth")
+        .expect("fixture");
+    let dir = temp_with(&[
+        (
+            "broken/web.berth",
+            "const s = \"🚀🚀\" $\nconst web = 20 $\n".as_bytes(),
+        ),
+        ("warned/spec.berth", &warning),
+    ]);
+    let sarif_run = berth(
+        dir.path(),
+        &["--output", "sarif", "check", "broken", "warned"],
+    );
+    assert_eq!(code(&sarif_run), 1, "{}", stderr(&sarif_run));
+    assert!(
+        stderr(&sarif_run).contains("error"),
+        "the summary on stderr"
+    );
+    let log: serde_json::Value = serde_json::from_str(&stdout(&sarif_run)).expect("one JSON log");
+    let mut schema: serde_json::Value = serde_json::from_slice(
+        &fs::read("../tests/data/sarif/sarif-2.1.0-rtm.5.json").expect("schema"),
+    )
+    .expect("schema JSON");
+    // The `language` pattern of this schema revision is not a valid regular expression (an
+    // unbalanced `]`; berth writes no `language`): its corrected form, wherever it is.
+    let fixed = ["run", "toolComponent"]
+        .iter()
+        .filter(|def| {
+            let pattern = &mut schema["definitions"][**def]["properties"]["language"]["pattern"];
+            let broken = *pattern == "^[a-zA-Z]{2}|^[a-zA-Z]{2}-[a-zA-Z]{2}]?$";
+            if broken {
+                *pattern = serde_json::json!("^[a-zA-Z]{2}(-[a-zA-Z]{2})?$");
+            }
+            broken
+        })
+        .count();
+    assert_eq!(
+        fixed, 2,
+        "the schema file changed: look again at the patterns"
+    );
+    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
+    let problems: Vec<String> = validator.iter_errors(&log).map(|e| e.to_string()).collect();
+    assert!(problems.is_empty(), "{problems:#?}");
+
+    let json_run = berth(
+        dir.path(),
+        &["--output", "json", "check", "broken", "warned"],
+    );
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&json_run)).expect("json");
+    let diagnostics = doc["diagnostics"].as_array().expect("diagnostics");
+    let run = &log["runs"][0];
+    let results = run["results"].as_array().expect("results");
+    assert_eq!(results.len(), diagnostics.len());
+    assert!(diagnostics.iter().any(|d| d["severity"] == "warning"));
+    assert_eq!(run["columnKind"], "utf16CodeUnits");
+    for (result, diag) in results.iter().zip(diagnostics) {
+        assert_eq!(result["ruleId"], diag["code"]);
+        assert_eq!(result["level"], diag["severity"]);
+        let rule =
+            &run["tool"]["driver"]["rules"][result["ruleIndex"].as_u64().expect("index") as usize];
+        assert_eq!(rule["id"], diag["code"]);
+        assert_eq!(rule["shortDescription"]["text"], diag["title"]);
+        let region = &result["locations"][0]["physicalLocation"]["region"];
+        assert_eq!(region["startLine"], diag["start"]["line"]);
+        assert_eq!(
+            region["startColumn"].as_u64(),
+            diag["start"]["utf16_column"].as_u64().map(|c| c + 1)
+        );
+        assert_eq!(
+            result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+            diag["file"]
+        );
+        let labels = diag["labels"].as_array().expect("labels").len() - 1;
+        let related = result["relatedLocations"].as_array().map_or(0, Vec::len);
+        assert_eq!(related, labels);
+    }
+    // The `$` after two rockets: the 16th character, the 18th UTF-16 code unit.
+    let rocket = results
+        .iter()
+        .find(|r| r["locations"][0]["physicalLocation"]["region"]["startLine"] == 1)
+        .expect("the first line's error");
+    assert_eq!(
+        rocket["locations"][0]["physicalLocation"]["region"]["startColumn"],
+        18
+    );
+}
+
+/// Markdown is for the plan reports, SARIF for diagnostics: elsewhere a usage error.
+#[test]
+fn report_formats_are_refused_where_they_mean_nothing() {
+    let dir = temp_with(&[("web.berth", CLEAN.as_bytes())]);
+    let out = berth(dir.path(), &["--output", "markdown", "check", "web.berth"]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("`berth check` cannot print `--output markdown`"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("`berth plan` and `berth plan-diff`"));
+    let out = berth(
+        dir.path(),
+        &["--output", "sarif", "fmt", "--check", "web.berth"],
+    );
+    assert_eq!(code(&out), 2);
+    assert!(stdout(&out).is_empty());
+}

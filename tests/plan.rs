@@ -1067,3 +1067,70 @@ fn exact_plans_say_how_they_were_made() {
     let out = berth(dir.path(), &["plan", "spec", "--exact-time-limit", "5"]);
     assert_eq!(code(&out), 2, "`--exact-time-limit` needs `--exact`");
 }
+
+/// `--output markdown`: the reports a pipeline posts on a merge request. The plan: replicas
+/// placed, cost, what is short and why, approvals, the per-workload table collapsed; the
+/// plan-diff: moves, newly placed and lost replicas, cost before and after, approvals newly
+/// needed, the changed workloads collapsed. The summary line stays on stderr.
+#[test]
+fn markdown_reports_for_a_merge_request() {
+    let dir = copy_example("peak-hours", unchanged);
+    for (at, file) in [(PEAK, "day.json"), ("2025-06-04T20:00:00Z", "night.json")] {
+        let out = berth(dir.path(), &["plan", "spec", "--at", at, "-o", file]);
+        assert!(code(&out) <= 1, "{}", stderr(&out));
+    }
+    let out = berth(
+        dir.path(),
+        &["--output", "markdown", "plan", "spec", "--at", PEAK],
+    );
+    assert_eq!(
+        code(&out),
+        1,
+        "the day plan is infeasible: {}",
+        stderr(&out)
+    );
+    let plan = stdout(&out);
+    assert!(
+        plan.contains("**13 of 14 replicas placed** (infeasible)"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("- `distill_trial`: 1 replica short: "),
+        "{plan}"
+    );
+    assert!(plan.contains("<details><summary>"), "{plan}");
+    assert!(
+        plan.contains("| Workload | Status | Replicas | Where | Cost a day |"),
+        "{plan}"
+    );
+    assert!(stderr(&out).contains("replicas on"), "{}", stderr(&out));
+    insta::assert_snapshot!("markdown_plan", plan);
+
+    let out = berth(
+        dir.path(),
+        &[
+            "--output",
+            "markdown",
+            "plan-diff",
+            "day.json",
+            "night.json",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let diff = stdout(&out);
+    assert!(
+        diff.contains("**1 replica** newly placed")
+            && diff.contains("Cost a day: 338.40 → 799.20 (+460.80)"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("- `distill_trial`: 460.80 a day, above 250.00 under policy `fair_use`"),
+        "{diff}"
+    );
+    insta::assert_snapshot!("markdown_plan_diff", diff);
+    let out = berth(
+        dir.path(),
+        &["--output", "markdown", "plan-diff", "day.json", "day.json"],
+    );
+    assert!(stdout(&out).contains("No change"), "{}", stdout(&out));
+}

@@ -17,7 +17,8 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(name = "berth", version, arg_required_else_help = true)]
 pub struct Cli {
-    /// Output format: diagnostics for people (stderr) or one JSON document (stdout).
+    /// Output format: for people (stderr), one JSON document (stdout), a Markdown report
+    /// (`plan`, `plan-diff`) or SARIF 2.1.0 diagnostics (`check`), both on stdout.
     #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Human)]
     pub output: OutputFormat,
     /// When to colour output: `auto` colours only a terminal, and not when NO_COLOR is set.
@@ -80,6 +81,29 @@ pub enum Command {
     Fetch(commands::fetch::FetchArgs),
 }
 
+impl Command {
+    /// The subcommand as typed.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Check { .. } => "check",
+            Command::Plan(_) => "plan",
+            Command::Explain(_) => "explain",
+            Command::Verify(_) => "verify",
+            Command::PlanDiff(_) => "plan-diff",
+            Command::Fmt { .. } => "fmt",
+            Command::Keys(_) => "keys",
+            Command::Agent(_) => "agent",
+            Command::Lsp => "lsp",
+            Command::Render(_) => "render",
+            Command::Apply(_) => "apply",
+            Command::Diff(_) => "diff",
+            Command::Approve(_) => "approve",
+            Command::Status(_) => "status",
+            Command::Fetch(_) => "fetch",
+        }
+    }
+}
+
 /// Runs the command line of this process and returns its exit code.
 pub fn main() -> i32 {
     // Not locked for the whole run: `berth lsp` writes stdout from its own writer thread.
@@ -127,6 +151,35 @@ pub fn run(
             return if detailed { exit.detailed(false) } else { exit };
         }
     };
+    if let Some(commands) = cli.output.only_for()
+        && !commands.contains(&cli.command.name())
+    {
+        let mut ui = Ui {
+            out,
+            err,
+            output: OutputFormat::Human,
+            color: env.use_color(cli.color),
+            error_limit: cli.error_limit,
+        };
+        let hint = format!(
+            "`--output {}` is for {}; use `human` or `json` here",
+            cli.output.name(),
+            commands
+                .iter()
+                .map(|c| format!("`berth {c}`"))
+                .collect::<Vec<_>>()
+                .join(" and ")
+        );
+        let _ = ui.problem(
+            &format_args!(
+                "`berth {}` cannot print `--output {}`",
+                cli.command.name(),
+                cli.output.name()
+            ),
+            Some(&hint),
+        );
+        return Exit::Trouble;
+    }
     let mut ui = Ui {
         out,
         err,

@@ -56,6 +56,30 @@ pub enum OutputFormat {
     Human,
     /// One JSON document on stdout.
     Json,
+    /// A Markdown report on stdout for a merge request comment (`plan`, `plan-diff`).
+    Markdown,
+    /// Diagnostics as one SARIF 2.1.0 log on stdout, for code-scanning tools (`check`).
+    Sarif,
+}
+
+impl OutputFormat {
+    /// The commands that take this format, when not all do.
+    pub fn only_for(self) -> Option<&'static [&'static str]> {
+        match self {
+            OutputFormat::Human | OutputFormat::Json => None,
+            OutputFormat::Markdown => Some(&["plan", "plan-diff"]),
+            OutputFormat::Sarif => Some(&["check"]),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            OutputFormat::Human => "human",
+            OutputFormat::Json => "json",
+            OutputFormat::Markdown => "markdown",
+            OutputFormat::Sarif => "sarif",
+        }
+    }
 }
 
 /// When to colour human output (`--color`).
@@ -138,6 +162,16 @@ impl Ui<'_> {
                 }
                 writeln!(self.out, "{doc}")
             }
+            OutputFormat::Sarif => {
+                let log = berth_compiler::diagnostics::sarif::to_sarif(
+                    diags,
+                    sources,
+                    env!("CARGO_PKG_VERSION"),
+                );
+                writeln!(self.out, "{log}")
+            }
+            // INVARIANT: `cli` refuses markdown for commands that print diagnostics only.
+            OutputFormat::Markdown => Ok(()),
         }
     }
 
@@ -150,7 +184,9 @@ impl Ui<'_> {
     /// A line of progress or result for people, on stderr (nothing in JSON mode).
     pub fn status(&mut self, line: &dyn Display) -> io::Result<()> {
         match self.output {
-            OutputFormat::Human => writeln!(self.err, "{line}"),
+            OutputFormat::Human | OutputFormat::Markdown | OutputFormat::Sarif => {
+                writeln!(self.err, "{line}")
+            }
             OutputFormat::Json => Ok(()),
         }
     }

@@ -11,6 +11,7 @@
 
 mod codes;
 pub mod render;
+pub mod sarif;
 
 pub use codes::Code;
 

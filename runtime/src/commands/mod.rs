@@ -5,7 +5,8 @@
 //! - [`check`], [`fmt`]: sources (`berth check`, `berth fmt`).
 //! - [`plan`], [`explain`], [`verify`], [`plan_diff`], [`what_if`]: placement (`berth plan`,
 //!   `berth explain`, `berth verify`, `berth plan-diff`, `berth plan --what-if`); [`spec`] is what they share (one spec loaded, the plan instant,
-//!   violations printed) and [`table`] the plan's table for people.
+//!   violations printed), [`table`] the plan's table for people and [`markdown`] the
+//!   plan and plan-diff reports for a merge request (`--output markdown`).
 //! - [`render`], [`apply`], [`diff`], [`approve`], [`status`]: a plan put to work;
 //!   [`input`] is what they share (the plan to work with and the refusals that keep a stale,
 //!   unapproved or unverified plan off the targets).
@@ -27,6 +28,7 @@ pub mod fetch;
 pub mod fmt;
 pub mod input;
 pub mod keys;
+mod markdown;
 pub mod plan;
 pub mod plan_diff;
 pub mod render;

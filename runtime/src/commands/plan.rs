@@ -95,7 +95,12 @@ pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
     }
     match ui.output {
         OutputFormat::Json => ui.out.write_all(json.as_bytes())?,
-        OutputFormat::Human => {
+        OutputFormat::Markdown => {
+            ui.out.write_all(super::markdown::plan(plan).as_bytes())?;
+            ui.status(&table::summary(plan))?;
+        }
+        // `cli` refuses SARIF for `plan`; people's tables otherwise.
+        OutputFormat::Human | OutputFormat::Sarif => {
             ui.out.write_all(table::render(plan).as_bytes())?;
             let mut line = table::summary(plan);
             if let Some(out) = &args.out {

@@ -83,7 +83,11 @@ pub fn print(diff: &PlanDiff, ui: &mut Ui<'_>) -> io::Result<()> {
             json.push('\n');
             ui.out.write_all(json.as_bytes())
         }
-        OutputFormat::Human => ui.out.write_all(render(diff).as_bytes()),
+        OutputFormat::Markdown => ui
+            .out
+            .write_all(super::markdown::plan_diff(diff).as_bytes()),
+        // `cli` refuses SARIF for `plan-diff`.
+        OutputFormat::Human | OutputFormat::Sarif => ui.out.write_all(render(diff).as_bytes()),
     }
 }
 
