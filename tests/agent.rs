@@ -2,6 +2,7 @@
 //! real binary, real processes, real HTTP on 127.0.0.1 (a small bundle store served from a
 //! thread of this test, stopped and restarted to cut the link), real files. No mocks.
 
+mod agent_proc;
 mod registry;
 mod test_tls;
 
@@ -230,7 +231,8 @@ impl AgentProc {
         std::fs::write(&token, format!("{TOKEN}\n")).expect("token");
         // Measurements run a release build: `BERTH_AGENT_BIN=target/release/berth`.
         let bin = std::env::var("BERTH_AGENT_BIN").unwrap_or_else(|_| BERTH.to_string());
-        let mut child = Command::new(bin)
+        let mut command = Command::new(bin);
+        command
             .args(
                 [
                     "agent",
@@ -251,26 +253,8 @@ impl AgentProc {
             .arg(source)
             .arg("--token-file")
             .arg(&token)
-            .args(extra)
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start the agent");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut lines = BufReader::new(child.stderr.take().expect("stderr"));
-        let sink = stderr.clone();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            while lines.read_line(&mut line).unwrap_or(0) > 0 {
-                sink.lock().expect("stderr").push_str(&line);
-                line.clear();
-            }
-        });
-        let url = wait_for(Duration::from_secs(20), || {
-            let text = stderr.lock().expect("stderr").clone();
-            text.lines()
-                .find_map(|l| l.strip_prefix("agent listening on ").map(str::to_string))
-        });
+            .args(extra);
+        let (child, url, stderr) = agent_proc::spawn(command);
         AgentProc { child, url, stderr }
     }
 

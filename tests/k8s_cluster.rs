@@ -164,6 +164,140 @@ fn first_apply_creates_and_a_second_writes_nothing() {
         "the API servers' audit logs show no write the second time"
     );
     assert_eq!(detailed_diff(), 0, "nothing pending once applied");
+    // The apply lock of `ml` on prod: created and given back by the first run, taken and
+    // given back by the second (the only writes of a no-op apply).
+    let leases = s.prod().lease_writes_by(BERTH);
+    assert_eq!(leases.len(), 4, "{leases:?}");
+    assert!(leases[0].starts_with("create /apis/coordination.k8s.io/v1/namespaces/ml/leases"));
+}
+
+/// A Lease `berth-apply` held in `namespace` of `cluster` by `holder`, renewed `age_s`
+/// seconds ago, as another run leaves it.
+fn hold_lease(cluster: &Cluster, namespace: &str, holder: &str, age_s: i64) {
+    let renewed = k8s_openapi::jiff::Timestamp::now()
+        .checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(age_s))
+        .expect("instant");
+    let micro = renewed.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string();
+    let answer = cluster.request(
+        "POST",
+        &format!("/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"),
+        Some(json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "berth-apply", "namespace": namespace},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 30,
+                     "acquireTime": micro, "renewTime": micro},
+        })),
+    );
+    assert_eq!(answer.status, 201, "{:?}", answer.body);
+}
+
+fn lease_holder(cluster: &Cluster, namespace: &str) -> Value {
+    cluster
+        .get(&format!(
+            "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/berth-apply"
+        ))
+        .expect("lease")["spec"]["holderIdentity"]
+        .clone()
+}
+
+/// Two real `berth apply --wait` processes started together against the same clusters: one
+/// takes each namespace's Lease, the other waits (saying for whom) and applies after; both
+/// succeed and every Lease is given back.
+#[test]
+fn two_applies_at_once_serialise_on_the_lease() {
+    let s = Setup::training(&[]);
+    let spawn = |holder: &str| {
+        Command::new(env!("CARGO_BIN_EXE_berth"))
+            .args([
+                "apply",
+                s.plan(),
+                "--spec",
+                s.spec(),
+                "--wait",
+                "--timeout",
+                "120",
+            ])
+            .env("KUBECONFIG", &s.fleet.kubeconfig)
+            .env("BERTH_K8S_RETRY_BASE_MS", "50")
+            .env("NO_COLOR", "1")
+            .env("BERTH_LOCK_HOLDER", holder)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run berth")
+    };
+    let (a, b) = (spawn("pipeline-a"), spawn("pipeline-b"));
+    let (a, b) = (
+        a.wait_with_output().expect("a"),
+        b.wait_with_output().expect("b"),
+    );
+    let err = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(a.status.code(), Some(0), "{}", err(&a));
+    assert_eq!(b.status.code(), Some(0), "{}", err(&b));
+    let waited: Vec<String> = [(&a, "pipeline-b"), (&b, "pipeline-a")]
+        .iter()
+        .filter(|(o, other)| err(o).contains(&format!("(Lease `berth-apply`), held by `{other}`")))
+        .map(|(o, _)| err(o))
+        .collect();
+    assert!(
+        !waited.is_empty(),
+        "neither run waited for the other:\n{}\n{}",
+        err(&a),
+        err(&b)
+    );
+    for (cluster, ns) in [(s.prod(), "ml"), (s.burst(), "burst")] {
+        assert_eq!(lease_holder(cluster, ns), Value::Null, "given back in {ns}");
+    }
+}
+
+/// A Lease another run holds and renews: a run gives up after `--lock-timeout`, naming the
+/// holder, and applies nothing there; `--force-unlock` takes it; a Lease its holder stopped
+/// renewing long ago is taken over without waiting.
+#[test]
+fn a_held_lock_is_waited_for_given_up_on_or_forced() {
+    let s = Setup::training(&[]);
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}});
+    assert_eq!(
+        s.prod()
+            .request("POST", "/api/v1/namespaces", Some(namespace))
+            .status,
+        201
+    );
+    hold_lease(s.prod(), "ml", "pipeline-42", 0);
+    let started = std::time::Instant::now();
+    let (code, _, err) = s.apply(&["--lock-timeout", "2"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(started.elapsed() >= std::time::Duration::from_secs(2));
+    assert!(
+        err.contains("waiting for the apply lock of namespace `ml` (Lease `berth-apply`), held by `pipeline-42`"),
+        "{err}"
+    );
+    assert!(err.contains("gave up after 2s"), "{err}");
+    assert!(err.contains("`--force-unlock` takes the lock"), "{err}");
+    assert!(
+        s.prod().get(CHAT).is_none(),
+        "nothing applied under another's lock"
+    );
+    assert!(
+        s.burst().get(RANKER).is_some(),
+        "the other cluster was not locked"
+    );
+    assert_eq!(lease_holder(s.prod(), "ml"), "pipeline-42");
+
+    let (code, _, err) = s.apply(&["--force-unlock"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(s.prod().get(CHAT).is_some());
+    assert_eq!(lease_holder(s.prod(), "ml"), Value::Null);
+
+    // A holder that died ten minutes ago: taken over at once.
+    let lease = "/apis/coordination.k8s.io/v1/namespaces/ml/leases/berth-apply";
+    assert_eq!(s.prod().request("DELETE", lease, None).status, 200);
+    hold_lease(s.prod(), "ml", "pipeline-dead", 600);
+    let started = std::time::Instant::now();
+    let (code, _, err) = s.apply(&["--lock-timeout", "20"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("waiting for the apply lock"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
 }
 
 #[test]
@@ -847,6 +981,11 @@ fn bench_apply_1000_objects_across_4_real_clusters() {
         force_conflicts: false,
         concurrency,
         wait: None,
+        lock: berth_runtime::backends::k8s::lock::LockOptions {
+            timeout: std::time::Duration::from_secs(60),
+            force: false,
+        },
+        announce: false,
     };
     let kubeconfigs = std::sync::Arc::new(Kubeconfigs::from_paths(std::slice::from_ref(
         &fleet.kubeconfig,

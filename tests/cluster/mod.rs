@@ -481,6 +481,8 @@ impl Cluster {
         self.audit()
             .into_iter()
             .filter(|e| e["user"]["username"] == user)
+            // The apply locks' writes are counted apart (`lease_writes_by`).
+            .filter(|e| e["objectRef"]["resource"] != "leases")
             .filter(|e| {
                 matches!(
                     e["verb"].as_str(),
@@ -495,6 +497,23 @@ impl Cluster {
                 )
             })
             .filter(|line| !line.contains("dryRun=All"))
+            .collect()
+    }
+
+    /// `user`'s writes of Leases (the apply locks), as `verb path`.
+    pub fn lease_writes_by(&self, user: &str) -> Vec<String> {
+        self.audit()
+            .into_iter()
+            .filter(|e| e["user"]["username"] == user)
+            .filter(|e| e["objectRef"]["resource"] == "leases")
+            .filter(|e| matches!(e["verb"].as_str(), Some("create" | "update" | "patch")))
+            .map(|e| {
+                format!(
+                    "{} {}",
+                    e["verb"].as_str().unwrap_or(""),
+                    e["requestURI"].as_str().unwrap_or("")
+                )
+            })
             .collect()
     }
 }

@@ -10,6 +10,8 @@
 //!   manager stops applying are removed when nobody else owns them; lists are atomic;
 //! - `dryRun=All` on writes; `resourceVersion` bumped on every write that changes the object
 //!   (a no-op apply keeps it, as a real server does); `generation` on spec changes;
+//! - POST (create, 409 `AlreadyExists`) and PUT (replace, the body's `resourceVersion` a
+//!   precondition: 409 `Conflict`), as Leases are written;
 //! - DELETE; 404 for objects and for writes into a missing namespace; 422 for an object that
 //!   does not deserialize into its k8s-openapi type, and for a Job whose `spec.template` or
 //!   `spec.selector` changes (`field is immutable`); 401 without the bearer token;
@@ -177,7 +179,7 @@ pub struct TestServer {
 }
 
 /// The resources the server knows: (group/version, plural, kind, namespaced).
-const RESOURCES: [(&str, &str, &str, bool); 9] = [
+const RESOURCES: [(&str, &str, &str, bool); 10] = [
     ("v1", "namespaces", "Namespace", false),
     ("v1", "nodes", "Node", false),
     ("v1", "pods", "Pod", true),
@@ -192,6 +194,7 @@ const RESOURCES: [(&str, &str, &str, bool); 9] = [
     ("apps/v1", "deployments", "Deployment", true),
     ("apps/v1", "statefulsets", "StatefulSet", true),
     ("batch/v1", "jobs", "Job", true),
+    ("coordination.k8s.io/v1", "leases", "Lease", true),
 ];
 
 impl TestServer {
@@ -627,6 +630,8 @@ async fn handle(
             }
             apply(&mut store, &target, name, &params, &body)
         }
+        ("POST", None) => create(&mut store, &target, &body),
+        ("PUT", Some(name)) => replace(&mut store, &target, name, &body),
         ("DELETE", Some(name)) => {
             // Clients send DeleteOptions in the body (`{"dryRun": ["All"]}`) or the query.
             let mut params = params;
@@ -1137,6 +1142,69 @@ fn apply(
     ok(rendered(&stored))
 }
 
+/// POST: a new object (409 `AlreadyExists` when there is one), as Leases are created.
+fn create(store: &mut Store, target: &Target, body: &[u8]) -> Response {
+    let Ok(mut object) = serde_json::from_slice::<Value>(body) else {
+        return status(400, "BadRequest", "the body is not JSON", Vec::new());
+    };
+    let name = name_of(&object);
+    if let Err(e) = typed_check(&target.kind, &object) {
+        return status(422, "Invalid", &e, Vec::new());
+    }
+    let key = key_of(target, &name);
+    if store.objects.contains_key(&key) {
+        let message = format!("{} \"{name}\" already exists", target.plural);
+        return status(409, "AlreadyExists", &message, Vec::new());
+    }
+    if let Some(ns) = &target.namespace {
+        object["metadata"]["namespace"] = json!(ns);
+    }
+    let mut stored = Stored {
+        object,
+        managers: BTreeMap::new(),
+    };
+    store.writes += 1;
+    store.bump("ADDED", &key, &mut stored);
+    store.objects.insert(key, stored.clone());
+    (StatusCode::CREATED, axum::Json(rendered(&stored))).into_response()
+}
+
+/// PUT: the whole object replaced, its `resourceVersion` a precondition (409 `Conflict` when
+/// the stored one is newer), as Leases are renewed.
+fn replace(store: &mut Store, target: &Target, name: &str, body: &[u8]) -> Response {
+    let Ok(object) = serde_json::from_slice::<Value>(body) else {
+        return status(400, "BadRequest", "the body is not JSON", Vec::new());
+    };
+    let key = key_of(target, name);
+    let Some(existing) = store.objects.get(&key).cloned() else {
+        return status(
+            404,
+            "NotFound",
+            &format!("{} \"{name}\" not found", target.plural),
+            Vec::new(),
+        );
+    };
+    if object["metadata"]["resourceVersion"] != existing.object["metadata"]["resourceVersion"] {
+        let message = format!(
+            "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; \
+             please apply your changes to the latest version and try again",
+            target.plural
+        );
+        return status(409, "Conflict", &message, Vec::new());
+    }
+    if let Err(e) = typed_check(&target.kind, &object) {
+        return status(422, "Invalid", &e, Vec::new());
+    }
+    let mut stored = Stored {
+        object,
+        managers: existing.managers,
+    };
+    store.writes += 1;
+    store.bump("MODIFIED", &key, &mut stored);
+    store.objects.insert(key, stored.clone());
+    ok(rendered(&stored))
+}
+
 fn name_of(object: &Value) -> String {
     object["metadata"]["name"]
         .as_str()
@@ -1424,6 +1492,7 @@ fn typed_check(kind: &str, object: &Value) -> Result<(), String> {
         "Deployment" => check::<Deployment>(object),
         "StatefulSet" => check::<StatefulSet>(object),
         "Job" => check::<Job>(object),
+        "Lease" => check::<k8s_openapi::api::coordination::v1::Lease>(object),
         other => Err(format!("unknown kind `{other}`")),
     }
 }

@@ -33,6 +33,12 @@ pub struct ApplyArgs {
     /// How long `--wait` waits, in seconds.
     #[arg(long, default_value_t = 300, value_name = "SECONDS", requires = "wait")]
     pub timeout: u64,
+    /// Seconds to wait for the apply lock (a Lease per namespace) another run holds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub lock_timeout: u64,
+    /// Take the apply locks whoever holds them (for locks left by a run that died).
+    #[arg(long)]
+    pub force_unlock: bool,
     /// With `--dry-run`: exit 0 when nothing would change, 2 when something would, 1 on any
     /// error (as terraform's `-detailed-exitcode`).
     #[arg(long, requires = "dry_run")]
@@ -94,6 +100,11 @@ fn apply_clusters(
         wait: args
             .wait
             .then(|| std::time::Duration::from_secs(args.timeout)),
+        lock: k8s::lock::LockOptions {
+            timeout: std::time::Duration::from_secs(args.lock_timeout),
+            force: args.force_unlock,
+        },
+        announce: ui.output == crate::report::OutputFormat::Human,
     };
     let repos = arc::apply(rendered, args.dry_run);
     let mut other = serde_json::Map::new();

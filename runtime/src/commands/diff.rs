@@ -26,6 +26,8 @@ pub fn run(args: &DiffArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         concurrency: 8,
         wait: false,
         timeout: 300,
+        lock_timeout: 300,
+        force_unlock: false,
         detailed_exitcode: args.detailed_exitcode,
         edge: EdgeArgs::default(),
     };

@@ -84,20 +84,15 @@ pub fn run(ir: &Ir, plan: &Plan, args: &EdgeArgs, ui: &mut Ui<'_>) -> io::Result
             TargetKind::Edge => match (&args.bundles, &signing) {
                 (Some(store), Some(key)) => {
                     let location = Location::parse(store);
-                    let published = runtime.block_on(async {
-                        let generation =
-                            location.published_generation(&client, &target.name).await + 1;
-                        let bundle = Bundle::from_plan(ir, plan, &target.name, generation);
-                        let address = location
-                            .publish(&client, &target.name, &bundle.sign(key))
-                            .await?;
-                        Ok::<_, crate::backends::edge::bundle::store::StoreError>(
-                            Outcome::Published {
-                                generation,
-                                address,
-                            },
-                        )
-                    });
+                    let sign = |generation| {
+                        Bundle::from_plan(ir, plan, &target.name, generation).sign(key)
+                    };
+                    let published = runtime
+                        .block_on(location.publish_next(&client, &target.name, &sign))
+                        .map(|(generation, address)| Outcome::Published {
+                            generation,
+                            address,
+                        });
                     published.unwrap_or_else(|e| {
                         exit = Exit::Trouble;
                         Outcome::Skipped(e.to_string())

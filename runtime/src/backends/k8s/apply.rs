@@ -34,6 +34,10 @@ pub struct Options {
     pub concurrency: usize,
     /// Wait this long for rollouts (Deployments and StatefulSets ready, Jobs complete).
     pub wait: Option<Duration>,
+    /// The apply locks ([`super::lock`]); never taken in a dry run.
+    pub lock: super::lock::LockOptions,
+    /// Say on stderr when a lock is waited for, even without progress bars.
+    pub announce: bool,
 }
 
 /// What happened to one object.
@@ -265,6 +269,20 @@ async fn apply_cluster(
         bar.inc(1);
         report.objects.push(redacted(result, kubeconfigs));
     }
+    let held = if options.dry_run {
+        Vec::new()
+    } else {
+        match lock_namespaces(&cluster, planned, options, bar).await {
+            Ok(held) => held,
+            Err(error) => {
+                report.error = Some(kubeconfigs.redact(&error.to_string()));
+                report
+                    .objects
+                    .extend(not_applied(&rest.into_iter().cloned().collect::<Vec<_>>()));
+                return report;
+            }
+        }
+    };
     let known = Arc::new(list_managed(&cluster, &rest, &missing_namespaces).await);
     let results: Vec<ObjectReport> = stream::iter(rest.into_iter().cloned())
         .map(|m| {
@@ -311,7 +329,63 @@ async fn apply_cluster(
             prune_cluster(&cluster, planned, options, kubeconfigs, &mut report).await;
         }
     }
+    for lock in held {
+        if lock.lost.load(Ordering::SeqCst) {
+            report.error = Some(format!(
+                "another run took the apply lock of namespace `{}` while this one applied: \
+                 its changes and these may be mixed; apply again",
+                lock.namespace
+            ));
+        }
+        lock.release(&cluster).await;
+    }
     report
+}
+
+/// Takes the apply lock of every namespace of `planned`, in name order; on failure gives back
+/// those taken.
+async fn lock_namespaces(
+    cluster: &Cluster,
+    planned: &ClusterManifests,
+    options: Options,
+    bar: &ProgressBar,
+) -> Result<Vec<super::lock::Held>, super::lock::LockError> {
+    let mut namespaces: Vec<&str> = planned
+        .manifests
+        .iter()
+        .filter_map(|m| match m.kind {
+            Kind::Namespace => Some(m.name.as_str()),
+            _ => m.namespace.as_deref(),
+        })
+        .collect();
+    namespaces.sort_unstable();
+    namespaces.dedup();
+    let mut held = Vec::new();
+    for namespace in namespaces {
+        let waiting = |holder: &str, since: &str| {
+            let line = format!(
+                "context `{}`: waiting for the apply lock of namespace `{namespace}` (Lease \
+                 `{}`), held by `{holder}` since {since}",
+                planned.context,
+                super::lock::LEASE
+            );
+            if !bar.is_hidden() {
+                bar.println(line);
+            } else if options.announce {
+                eprintln!("{line}");
+            }
+        };
+        match super::lock::acquire(cluster, namespace, options.lock, &waiting).await {
+            Ok(lock) => held.push(lock),
+            Err(e) => {
+                for lock in held {
+                    lock.release(cluster).await;
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(held)
 }
 
 fn redacted(mut report: ObjectReport, kubeconfigs: &Kubeconfigs) -> ObjectReport {

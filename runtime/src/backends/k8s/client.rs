@@ -7,9 +7,10 @@ use super::FIELD_MANAGER;
 use super::render::{Kind, Manifest};
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{
-    Api, DeleteParams, DynamicObject, ListParams, ObjectList, Patch, PatchParams, WatchEvent,
-    WatchParams,
+    Api, DeleteParams, DynamicObject, ListParams, ObjectList, Patch, PatchParams, PostParams,
+    WatchEvent, WatchParams,
 };
 use kube::core::{ApiResource, GroupVersionKind};
 use serde::de::DeserializeOwned;
@@ -428,6 +429,56 @@ impl Cluster {
             Err(ApiError::NotFound { .. }) => Ok(()),
             other => other,
         }
+    }
+
+    /// The Lease `name` of `namespace` (apply locks, [`super::lock`]), `None` when absent.
+    pub async fn get_lease(&self, namespace: &str, name: &str) -> Result<Option<Lease>, ApiError> {
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), namespace);
+        self.with_retries("get", "leases.coordination.k8s.io", Some(namespace), || {
+            let api = api.clone();
+            let name = name.to_string();
+            async move { api.get_opt(&name).await }
+        })
+        .await
+    }
+
+    /// Creates a Lease; 409 (`Conflict`) when one exists already.
+    pub async fn create_lease(&self, namespace: &str, lease: &Lease) -> Result<(), ApiError> {
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), namespace);
+        self.with_retries(
+            "create",
+            "leases.coordination.k8s.io",
+            Some(namespace),
+            || {
+                let api = api.clone();
+                let lease = lease.clone();
+                async move { api.create(&PostParams::default(), &lease).await.map(|_| ()) }
+            },
+        )
+        .await
+    }
+
+    /// Replaces a Lease as read (its `resourceVersion` a precondition: 409 when another
+    /// writer came first).
+    pub async fn replace_lease(&self, namespace: &str, lease: &Lease) -> Result<(), ApiError> {
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), namespace);
+        let name = lease.metadata.name.clone().unwrap_or_default();
+        self.with_retries(
+            "update",
+            "leases.coordination.k8s.io",
+            Some(namespace),
+            || {
+                let api = api.clone();
+                let lease = lease.clone();
+                let name = name.clone();
+                async move {
+                    api.replace(&name, &PostParams::default(), &lease)
+                        .await
+                        .map(|_| ())
+                }
+            },
+        )
+        .await
     }
 
     /// Runs `request` until it succeeds, fails for good, or the attempts run out.

@@ -1,7 +1,8 @@
 //! The Kubernetes backend: a verified plan turned into typed Kubernetes objects
 //! ([`render`]), written as YAML per cluster and namespace, server-side applied with field
 //! manager `berth` ([`apply`]), compared with the live state ([`diff`]), pruned ([`prune`]),
-//! waited for ([`rollout`], with WATCH streams) and observed ([`status`]).
+//! waited for ([`rollout`], with WATCH streams) and observed ([`status`]); concurrent applies
+//! serialise on a Lease per namespace ([`lock`]).
 //!
 //! Everything that talks to a cluster goes through [`client`], which resolves a plan target's
 //! `context` in the user's kubeconfig ([`kubeconfig`]) and never prints credentials.
@@ -10,6 +11,7 @@ pub mod apply;
 pub mod client;
 pub mod diff;
 pub mod kubeconfig;
+pub mod lock;
 pub mod prune;
 pub mod render;
 pub mod rollout;
