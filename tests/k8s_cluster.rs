@@ -250,6 +250,76 @@ fn two_applies_at_once_serialise_on_the_lease() {
     }
 }
 
+/// A run holds its Lease as long as it works, beyond the Lease's duration, by renewing it:
+/// with 3-second Leases, an apply waiting 8 s for a rollout that cannot happen (a quota of
+/// no pods) keeps renewing, and a second run gives up rather than take the lock over.
+#[test]
+fn a_running_apply_renews_its_lease() {
+    let s = Setup::training(&[]);
+    let prod = s.prod();
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}});
+    assert_eq!(
+        prod.request("POST", "/api/v1/namespaces", Some(namespace))
+            .status,
+        201
+    );
+    let quota = json!({"apiVersion": "v1", "kind": "ResourceQuota",
+                       "metadata": {"name": "no-pods", "namespace": "ml"},
+                       "spec": {"hard": {"pods": "0"}}});
+    let answer = prod.request("POST", "/api/v1/namespaces/ml/resourcequotas", Some(quota));
+    assert_eq!(answer.status, 201, "{:?}", answer.body);
+    let run = |holder: &str, extra: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_berth"));
+        command
+            .args(["apply", s.plan(), "--spec", s.spec()])
+            .args(extra)
+            .env("KUBECONFIG", &s.fleet.kubeconfig)
+            .env("BERTH_K8S_RETRY_BASE_MS", "50")
+            .env("BERTH_LOCK_LEASE_SECONDS", "3")
+            .env("BERTH_LOCK_HOLDER", holder)
+            .env("NO_COLOR", "1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        command
+    };
+    let mut long = run("the-long-run", &["--wait", "--timeout", "8"])
+        .spawn()
+        .expect("run berth");
+    prod.wait_for(
+        "the long run holds the lock",
+        Duration::from_secs(20),
+        || {
+            prod.get("/apis/coordination.k8s.io/v1/namespaces/ml/leases/berth-apply")
+                .is_some_and(|l| l["spec"]["holderIdentity"] == "the-long-run")
+        },
+    );
+    let renewed = |l: &Value| l["spec"]["renewTime"].as_str().unwrap_or("").to_string();
+    let first = renewed(
+        &prod
+            .get("/apis/coordination.k8s.io/v1/namespaces/ml/leases/berth-apply")
+            .expect("lease"),
+    );
+    let second = run("the-second-run", &["--lock-timeout", "5"])
+        .output()
+        .expect("run berth");
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{err}");
+    assert!(err.contains("held by `the-long-run`"), "{err}");
+    assert!(err.contains("gave up after 5s"), "{err}");
+    let lease = prod
+        .get("/apis/coordination.k8s.io/v1/namespaces/ml/leases/berth-apply")
+        .expect("lease");
+    assert_eq!(lease["spec"]["holderIdentity"], "the-long-run");
+    assert_ne!(renewed(&lease), first, "renewed while it ran");
+    let out = long.wait().expect("the long run");
+    assert_eq!(out.code(), Some(1), "its rollout could not finish");
+    assert_eq!(
+        lease_holder(prod, "ml"),
+        Value::Null,
+        "given back at the end"
+    );
+}
+
 /// A Lease another run holds and renews: a run gives up after `--lock-timeout`, naming the
 /// holder, and applies nothing there; `--force-unlock` takes it; a Lease its holder stopped
 /// renewing long ago is taken over without waiting.

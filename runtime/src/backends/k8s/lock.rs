@@ -22,8 +22,18 @@ use std::time::{Duration, Instant};
 
 /// The name of berth's Lease in each namespace.
 pub const LEASE: &str = "berth-apply";
-/// Seconds a Lease stays held without renewal.
+/// Seconds a Lease stays held without renewal, unless `BERTH_LOCK_LEASE_SECONDS` says
+/// otherwise (3 at least; a longer lease rides out a slower API server, a shorter one frees
+/// the lock of a dead run sooner).
 pub const LEASE_SECONDS: i32 = 30;
+
+/// The duration of the Leases this run writes.
+pub fn lease_seconds() -> i32 {
+    std::env::var("BERTH_LOCK_LEASE_SECONDS")
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+        .map_or(LEASE_SECONDS, |s| s.clamp(3, 3600))
+}
 
 /// How to take locks.
 #[derive(Clone, Copy, Debug)]
@@ -95,7 +105,7 @@ fn lease_spec(previous: Option<&LeaseSpec>, ours: &str, acquired: bool) -> Lease
     let transitions = previous.and_then(|s| s.lease_transitions).unwrap_or(0);
     LeaseSpec {
         holder_identity: Some(ours.to_string()),
-        lease_duration_seconds: Some(LEASE_SECONDS),
+        lease_duration_seconds: Some(lease_seconds()),
         acquire_time: if acquired {
             Some(now())
         } else {
@@ -227,7 +237,7 @@ pub async fn acquire(
 
 /// Renews the Lease every third of its duration until stopped, or until another run holds it.
 async fn renew(cluster: Cluster, namespace: String, lost: Arc<AtomicBool>) {
-    let every = Duration::from_secs(u64::try_from(LEASE_SECONDS / 3).unwrap_or(10));
+    let every = Duration::from_millis(u64::try_from(lease_seconds()).unwrap_or(30) * 1000 / 3);
     loop {
         tokio::time::sleep(every).await;
         let Ok(Some(mut lease)) = cluster.get_lease(&namespace, LEASE).await else {
