@@ -2099,3 +2099,107 @@ fn an_artifact_larger_than_the_cache_budget_is_not_downloaded_past_it() {
         .unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// `/metrics` of a running agent, parsed by the Prometheus project's own text-format parser
+/// (`prometheus_client.parser`, the Python client; `.ci/run` installs it): the GPU families
+/// under dcgm-exporter's names, units and labels, with the agent's target, plan and the
+/// workload holding each GPU.
+#[test]
+fn gpu_metrics_use_dcgm_exporter_names_and_parse_as_prometheus_text() {
+    let fixture = Fixture::new();
+    let (root, keys) = (fixture.root(), &fixture.keys);
+    let samples = root.join("gpu.jsonl");
+    let line = r#"[{"index":0,"name":"NVIDIA L4","uuid":"GPU-5f1c1c52-8a2e-4f0e-9d6b-0b8f2a1e7c11","memory_total":24159191040,"memory_used":6442450944,"utilization":87,"power_mw":71500,"temperature_c":61,"sm_clock_mhz":2040,"processes":[{"pid":1,"used_memory":6442450944,"workload":"detector"}]},{"index":1,"name":"NVIDIA L4","memory_total":24159191040,"memory_used":0,"utilization":0}]"#;
+    std::fs::write(&samples, format!("{line}\n")).expect("samples");
+    publish(
+        root,
+        &bundle(1, vec![workload("detector", "sleep 1000")]).sign(&keys.secret),
+    );
+    let samples_arg = samples.display().to_string();
+    let agent = AgentProc::start(
+        &root.join("state"),
+        &keys.public,
+        &root.join("site.bundle.json").display().to_string(),
+        &["--gpu-samples", &samples_arg, "--gpu-interval", "0.2"],
+    );
+    wait_for(Duration::from_secs(20), || {
+        let s = agent.status();
+        (s["gpus"]["devices"].as_array().map(Vec::len) == Some(2)).then_some(())
+    });
+    let (code, text) = agent.get("/metrics", Some(TOKEN));
+    assert_eq!(code, 200);
+    // The parser prints every sample as JSON: name, labels, value; it raises on bad text.
+    let parse = "import json, sys\nfrom prometheus_client.parser import text_string_to_metric_families\n\
+                 out = []\nfor f in text_string_to_metric_families(sys.stdin.read()):\n    \
+                 for s in f.samples:\n        out.append({'family': f.name, 'type': f.type, \
+                 'name': s.name, 'labels': s.labels, 'value': s.value})\nprint(json.dumps(out))\n";
+    let mut python = Command::new("python3")
+        .args(["-c", parse])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    python
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write");
+    let out = python.wait_with_output().expect("parser");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("No module named 'prometheus_client'") {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "prometheus_client is not installed (pip install prometheus-client)"
+        );
+        eprintln!("skipped: prometheus_client is not installed");
+        return;
+    }
+    assert!(
+        out.status.success(),
+        "the Prometheus parser refused:\n{stderr}\n{text}"
+    );
+    let samples: Vec<Value> = serde_json::from_slice(&out.stdout).expect("json");
+    let find = |name: &str, gpu: &str| {
+        samples
+            .iter()
+            .find(|s| s["name"] == name && s["labels"]["gpu"] == gpu)
+            .unwrap_or_else(|| panic!("no {name} for gpu {gpu}:\n{text}"))
+            .clone()
+    };
+    let util = find("DCGM_FI_DEV_GPU_UTIL", "0");
+    assert_eq!(util["type"], "gauge");
+    assert_eq!(util["value"], 87.0);
+    let labels = &util["labels"];
+    assert_eq!(labels["UUID"], "GPU-5f1c1c52-8a2e-4f0e-9d6b-0b8f2a1e7c11");
+    assert_eq!(labels["device"], "nvidia0");
+    assert_eq!(labels["modelName"], "NVIDIA L4");
+    assert_eq!(labels["target"], "site");
+    assert!(
+        labels["plan"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("sha256:"))
+    );
+    assert_eq!(labels["workload"], "detector");
+    assert!(labels["Hostname"].is_string());
+    assert_eq!(find("DCGM_FI_DEV_FB_USED", "0")["value"], 6144.0);
+    assert_eq!(find("DCGM_FI_DEV_FB_FREE", "0")["value"], 16896.0);
+    assert_eq!(find("DCGM_FI_DEV_POWER_USAGE", "0")["value"], 71.5);
+    assert_eq!(find("DCGM_FI_DEV_GPU_TEMP", "0")["value"], 61.0);
+    assert_eq!(find("DCGM_FI_DEV_SM_CLOCK", "0")["value"], 2040.0);
+    // The idle GPU: no workload, and no power figure it did not measure.
+    assert_eq!(find("DCGM_FI_DEV_GPU_UTIL", "1")["labels"]["workload"], "");
+    assert!(
+        !samples
+            .iter()
+            .any(|s| s["name"] == "DCGM_FI_DEV_POWER_USAGE" && s["labels"]["gpu"] == "1")
+    );
+    assert_eq!(
+        samples
+            .iter()
+            .find(|s| s["name"] == "berth_agent_workload_running")
+            .map(|s| &s["labels"]["workload"]),
+        Some(&Value::from("detector"))
+    );
+}

@@ -435,35 +435,10 @@ async fn sync(State(shared): State<Shared>) -> Response {
         .into_response()
 }
 
-/// Prometheus text exposition.
+/// Prometheus text exposition ([`super::metrics`]).
 async fn metrics(State(shared): State<Shared>) -> Response {
-    let agent = &shared.agent;
-    let status = agent.status().await;
-    let generation = status["generation"].as_u64().unwrap_or(0);
-    let buffered = status["telemetry"]["buffered"].as_u64().unwrap_or(0);
-    let dropped = status["telemetry"]["dropped"].as_u64().unwrap_or(0);
-    let cache = status["cache"]["bytes"].as_u64().unwrap_or(0);
-    let mut text = format!(
-        "# TYPE berth_agent_bundle_generation gauge\nberth_agent_bundle_generation {generation}\n\
-         # TYPE berth_agent_telemetry_buffered gauge\nberth_agent_telemetry_buffered {buffered}\n\
-         # TYPE berth_agent_telemetry_dropped_total counter\nberth_agent_telemetry_dropped_total {dropped}\n\
-         # TYPE berth_agent_cache_bytes gauge\nberth_agent_cache_bytes {cache}\n\
-         # TYPE berth_agent_workload_running gauge\n"
-    );
-    for w in status["workloads"].as_array().into_iter().flatten() {
-        let running = u8::from(w["state"] == "running");
-        text.push_str(&format!(
-            "berth_agent_workload_running{{workload=\"{}\"}} {running}\n",
-            w["name"].as_str().unwrap_or_default()
-        ));
-    }
-    text.push_str("# TYPE berth_agent_gpu_utilization gauge\n");
-    for d in status["gpus"]["devices"].as_array().into_iter().flatten() {
-        text.push_str(&format!(
-            "berth_agent_gpu_utilization{{gpu=\"{}\"}} {}\n",
-            d["index"], d["utilization"]
-        ));
-    }
+    let status = shared.agent.status().await;
+    let text = super::metrics::exposition(&status, &super::metrics::hostname());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

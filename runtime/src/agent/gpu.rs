@@ -17,6 +17,18 @@ pub struct GpuSample {
     pub memory_used: u64,
     /// Percent of time a kernel ran over the driver's last sample period.
     pub utilization: u32,
+    /// The device's UUID (`GPU-…`), when the driver gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    /// Power draw in milliwatts, on devices that measure it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_mw: Option<u32>,
+    /// GPU temperature, °C.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature_c: Option<u32>,
+    /// SM clock, MHz.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_clock_mhz: Option<u32>,
     /// Compute processes, when enumerated this time (it costs milliseconds: done less often).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processes: Option<Vec<GpuProcess>>,
@@ -88,12 +100,21 @@ impl GpuProbe for NvmlProbe {
             } else {
                 None
             };
+            // What a device does not measure (power on some boards) is left out, not an error.
             out.push(GpuSample {
                 index,
                 name: device.name().unwrap_or_else(|_| "unknown".into()),
                 memory_total: memory.total,
                 memory_used: memory.used,
                 utilization,
+                uuid: device.uuid().ok(),
+                power_mw: device.power_usage().ok(),
+                temperature_c: device
+                    .temperature(nvml_wrapper::enum_wrappers::device::TemperatureSensor::Gpu)
+                    .ok(),
+                sm_clock_mhz: device
+                    .clock_info(nvml_wrapper::enum_wrappers::device::Clock::SM)
+                    .ok(),
                 processes,
             });
         }

@@ -15,6 +15,7 @@ pub mod api;
 pub mod cache;
 pub mod floor;
 pub mod gpu;
+pub mod metrics;
 pub mod oci;
 pub mod source;
 pub mod state;

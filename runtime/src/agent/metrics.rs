@@ -1,0 +1,235 @@
+//! `GET /metrics`: the agent's state in the Prometheus text exposition format, and its GPUs
+//! under dcgm-exporter's metric names, units and labels (`DCGM_FI_DEV_GPU_UTIL` in %,
+//! `DCGM_FI_DEV_FB_USED`/`_FREE` in MiB, `DCGM_FI_DEV_POWER_USAGE` in W,
+//! `DCGM_FI_DEV_GPU_TEMP` in °C, `DCGM_FI_DEV_SM_CLOCK` in MHz; labels `gpu`, `UUID`,
+//! `device`, `modelName`, `Hostname`), so dashboards built for dcgm-exporter (Grafana's
+//! 12239 and its descendants) read an edge site as they read a cluster node; beside them
+//! berth's own labels `target`, `plan` and `workload` (the workloads whose processes hold the
+//! GPU, comma-separated, empty when none).
+//!
+//! Pure: the status document in, text out.
+
+use serde_json::Value;
+use std::fmt::Write as _;
+
+/// Escapes a label value (`\\`, `"`, newline), as the text format requires.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// One metric family: help, type, then its samples (`labels`, value); nothing when empty.
+fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, String)]) {
+    if samples.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (labels, value) in samples {
+        if labels.is_empty() {
+            let _ = writeln!(out, "{name} {value}");
+        } else {
+            let _ = writeln!(out, "{name}{{{labels}}} {value}");
+        }
+    }
+}
+
+fn labels(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The exposition of the agent's `status` document, with `hostname` as dcgm-exporter's
+/// `Hostname`.
+pub fn exposition(status: &Value, hostname: &str) -> String {
+    let number = |v: &Value| v.as_u64().unwrap_or(0).to_string();
+    let mut out = String::new();
+    let plain = |v: &Value| vec![(String::new(), number(v))];
+    family(
+        &mut out,
+        "berth_agent_bundle_generation",
+        "gauge",
+        "Generation of the bundle the agent runs.",
+        &plain(&status["generation"]),
+    );
+    family(
+        &mut out,
+        "berth_agent_telemetry_buffered",
+        "gauge",
+        "Telemetry events waiting to be acknowledged.",
+        &plain(&status["telemetry"]["buffered"]),
+    );
+    family(
+        &mut out,
+        "berth_agent_telemetry_dropped_total",
+        "counter",
+        "Telemetry events dropped beyond the buffers.",
+        &plain(&status["telemetry"]["dropped"]),
+    );
+    family(
+        &mut out,
+        "berth_agent_cache_bytes",
+        "gauge",
+        "Bytes in the model cache.",
+        &plain(&status["cache"]["bytes"]),
+    );
+    let running: Vec<(String, String)> = status["workloads"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|w| {
+            (
+                labels(&[("workload", w["name"].as_str().unwrap_or_default())]),
+                u8::from(w["state"] == "running").to_string(),
+            )
+        })
+        .collect();
+    family(
+        &mut out,
+        "berth_agent_workload_running",
+        "gauge",
+        "1 when the workload runs.",
+        &running,
+    );
+
+    let target = status["target"].as_str().unwrap_or_default();
+    let plan = status["plan_id"].as_str().unwrap_or_default();
+    let devices: Vec<&Value> = status["gpus"]["devices"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .collect();
+    let device_labels = |d: &Value| {
+        let index = d["index"].as_u64().unwrap_or(0).to_string();
+        let mut workloads: Vec<&str> = d["processes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["workload"].as_str())
+            .collect();
+        workloads.sort_unstable();
+        workloads.dedup();
+        labels(&[
+            ("gpu", &index),
+            ("UUID", d["uuid"].as_str().unwrap_or_default()),
+            ("device", &format!("nvidia{index}")),
+            ("modelName", d["name"].as_str().unwrap_or_default()),
+            ("Hostname", hostname),
+            ("target", target),
+            ("plan", plan),
+            ("workload", &workloads.join(",")),
+        ])
+    };
+    const MIB: f64 = 1048576.0;
+    type Pick = fn(&Value) -> Option<String>;
+    let gauges: [(&str, &str, Pick); 6] = [
+        ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", |d| {
+            d["utilization"].as_u64().map(|u| u.to_string())
+        }),
+        (
+            "DCGM_FI_DEV_FB_USED",
+            "Framebuffer memory used (in MiB).",
+            |d| {
+                d["memory_used"]
+                    .as_u64()
+                    .map(|b| ((b as f64 / MIB).round() as u64).to_string())
+            },
+        ),
+        (
+            "DCGM_FI_DEV_FB_FREE",
+            "Framebuffer memory free (in MiB).",
+            |d| {
+                let total = d["memory_total"].as_u64()?;
+                let used = d["memory_used"].as_u64()?;
+                Some(((total.saturating_sub(used) as f64 / MIB).round() as u64).to_string())
+            },
+        ),
+        ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", |d| {
+            d["power_mw"]
+                .as_u64()
+                .map(|mw| format!("{:.3}", mw as f64 / 1000.0))
+        }),
+        ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", |d| {
+            d["temperature_c"].as_u64().map(|c| c.to_string())
+        }),
+        (
+            "DCGM_FI_DEV_SM_CLOCK",
+            "SM clock frequency (in MHz).",
+            |d| d["sm_clock_mhz"].as_u64().map(|c| c.to_string()),
+        ),
+    ];
+    for (name, help, pick) in gauges {
+        let samples: Vec<(String, String)> = devices
+            .iter()
+            .filter_map(|d| pick(d).map(|v| (device_labels(d), v)))
+            .collect();
+        family(&mut out, name, "gauge", help, &samples);
+    }
+    out
+}
+
+/// The name dcgm-exporter would put in `Hostname`: `NODE_NAME` (set on Kubernetes),
+/// `HOSTNAME`, or `/etc/hostname`.
+pub fn hostname() -> String {
+    ["NODE_NAME", "HOSTNAME"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    #[test]
+    fn devices_get_dcgm_names_units_and_labels() {
+        let status = serde_json::json!({
+            "target": "rig_alpha", "plan_id": "sha256:ab", "generation": 3,
+            "workloads": [{"name": "leak_watch", "state": "running"}],
+            "gpus": {"devices": [{
+                "index": 0, "name": "NVIDIA L4", "uuid": "GPU-1", "utilization": 87,
+                "memory_total": 24u64 << 30, "memory_used": 6u64 << 30, "power_mw": 71500,
+                "processes": [{"pid": 1, "workload": "leak_watch"}, {"pid": 2, "workload": "leak_watch"}],
+            }]},
+        });
+        let text = exposition(&status, "edge-1");
+        let labels = "gpu=\"0\",UUID=\"GPU-1\",device=\"nvidia0\",modelName=\"NVIDIA L4\",\
+                      Hostname=\"edge-1\",target=\"rig_alpha\",plan=\"sha256:ab\",workload=\"leak_watch\"";
+        assert!(
+            text.contains(&format!("DCGM_FI_DEV_GPU_UTIL{{{labels}}} 87\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("DCGM_FI_DEV_FB_USED{{{labels}}} 6144\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("DCGM_FI_DEV_FB_FREE{{{labels}}} 18432\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("DCGM_FI_DEV_POWER_USAGE{{{labels}}} 71.500\n")),
+            "{text}"
+        );
+        assert!(
+            !text.contains("DCGM_FI_DEV_GPU_TEMP"),
+            "not measured, not shown: {text}"
+        );
+        assert!(text.contains("berth_agent_bundle_generation 3\n"), "{text}");
+    }
+}
