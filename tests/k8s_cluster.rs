@@ -1252,3 +1252,147 @@ fn rejected_credentials_are_reported_and_never_printed() {
         "the other cluster is applied"
     );
 }
+
+/// Serves `body` as a DCGM exporter's `/metrics` on loopback (dcgm-exporter needs GPUs and
+/// DCGM, so the test serves the exporter's documented output: `DCGM_FI_DEV_GPU_UTIL` per GPU
+/// with the `namespace`, `pod` and `container` labels it attaches on Kubernetes).
+fn serve_dcgm(body: String) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut stream = stream;
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+/// `berth top` on the real control plane: per pool the GPUs the scheduler bound, per workload
+/// and identity what it holds, utilisation from the DCGM exporter's per-pod series (an idle
+/// allocation flagged), and an exporter that does not answer shown as unreachable while the
+/// rest is still shown.
+#[test]
+fn top_shows_who_holds_the_gpus_and_flags_the_idle() {
+    let s = Setup::training(&[]);
+    let (code, _, err) = s.apply(&["--wait", "--timeout", "240"]);
+    assert_eq!(code, 0, "{err}");
+    let pods = s.prod().list("/api/v1/namespaces/ml/pods");
+    let mut body = String::from(
+        "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n",
+    );
+    let mut gpu = 0;
+    for pod in &pods {
+        let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+        let utilization = match pod["metadata"]["labels"]["berth.dev/workload"].as_str() {
+            Some("chat_assistant") => 91,
+            Some("search_embeddings") => 2,
+            _ => continue,
+        };
+        body.push_str(&format!(
+            "DCGM_FI_DEV_GPU_UTIL{{gpu=\"{gpu}\",UUID=\"GPU-{gpu}\",device=\"nvidia{gpu}\",modelName=\"NVIDIA L40S\",Hostname=\"node\",container=\"c\",namespace=\"ml\",pod=\"{name}\"}} {utilization}\n"
+        ));
+        gpu += 1;
+    }
+    let port = serve_dcgm(body);
+    let dcgm = format!("fra-gpu-prod=http://127.0.0.1:{port}/metrics");
+    let (code, out, err) = s.berth(&[
+        "--output",
+        "json",
+        "top",
+        s.plan(),
+        "--spec",
+        s.spec(),
+        "--dcgm",
+        &dcgm,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let doc: Value = serde_json::from_str(&out).expect("json");
+    let allocation = |workload: &str| {
+        doc["allocations"]
+            .as_array()
+            .expect("allocations")
+            .iter()
+            .find(|a| a["workload"] == workload)
+            .unwrap_or_else(|| panic!("no {workload}: {doc:#}"))
+            .clone()
+    };
+    let chat = allocation("chat_assistant");
+    let chat_pods = pods
+        .iter()
+        .filter(|p| p["metadata"]["labels"]["berth.dev/workload"] == "chat_assistant")
+        .count();
+    assert_eq!(chat["gpus"], chat_pods as i64, "{doc:#}");
+    assert_eq!(chat["utilization"], 91.0);
+    assert_eq!(chat["idle"], false);
+    assert_eq!(chat["identity"], "service_account(\"support-chat\")");
+    let search = allocation("search_embeddings");
+    assert_eq!(search["idle"], true, "{doc:#}");
+    let serve = doc["pools"]
+        .as_array()
+        .expect("pools")
+        .iter()
+        .find(|p| p["target"] == "dc_frankfurt" && p["pool"] == "serve")
+        .expect("serve pool")
+        .clone();
+    assert_eq!(serve["total"], 8);
+    assert_eq!(
+        serve["allocated"].as_i64(),
+        Some(chat["gpus"].as_i64().unwrap_or(0) + search["gpus"].as_i64().unwrap_or(0))
+    );
+    let identity = doc["identities"]
+        .as_array()
+        .expect("identities")
+        .iter()
+        .find(|i| i["identity"] == "service_account(\"support-chat\")")
+        .expect("identity row")
+        .clone();
+    assert_eq!(identity["gpus"], chat["gpus"]);
+
+    // For people, once: the same, with the idle allocation marked.
+    let (code, out, err) = s.berth(&[
+        "top",
+        s.plan(),
+        "--spec",
+        s.spec(),
+        "--dcgm",
+        &dcgm,
+        "--once",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.contains("search_embeddings"))
+        .expect("a row");
+    assert!(line.trim_end().ends_with("idle"), "{out}");
+
+    // An exporter that does not answer: said so, exit 1, the clusters' figures still there.
+    let (code, out, _) = s.berth(&[
+        "--output",
+        "json",
+        "top",
+        s.plan(),
+        "--spec",
+        s.spec(),
+        "--dcgm",
+        "fra-gpu-prod=http://127.0.0.1:9/metrics",
+    ]);
+    assert_eq!(code, 1);
+    let doc: Value = serde_json::from_str(&out).expect("json");
+    assert!(
+        doc["sources"]
+            .as_array()
+            .expect("sources")
+            .iter()
+            .any(|src| src["kind"] == "dcgm" && src["state"] != "reachable"),
+        "{doc:#}"
+    );
+    assert!(doc["allocations"].as_array().is_some_and(|a| !a.is_empty()));
+}

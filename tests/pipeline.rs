@@ -277,6 +277,43 @@ fn the_documented_pipeline_runs_against_a_real_cluster_and_agent() {
         (2.into(), 2.into())
     );
 
+    // `berth top` over the same plan: the cluster's and the agent's sources both answer, and
+    // the scorer holds its two GPUs.
+    let top = Command::new(BERTH)
+        .args(["--output", "json", "top"])
+        .arg(first.join("plan.json"))
+        .arg("--spec")
+        .arg(&spec)
+        .arg("--agent-token-file")
+        .arg(&token)
+        .env("KUBECONFIG", &fleet.kubeconfig)
+        .current_dir(&root)
+        .output()
+        .expect("berth top");
+    let text = String::from_utf8_lossy(&top.stderr);
+    assert_eq!(top.status.code(), Some(0), "{text}");
+    let doc: Value = serde_json::from_slice(&top.stdout).expect("top JSON");
+    for (kind, name) in [("cluster", "pipeline-a"), ("agent", "site_b")] {
+        assert!(
+            doc["sources"]
+                .as_array()
+                .expect("sources")
+                .iter()
+                .any(|s| s["kind"] == kind && s["name"] == name && s["state"] == "reachable"),
+            "{doc:#}"
+        );
+    }
+    let scorer = doc["allocations"]
+        .as_array()
+        .expect("allocations")
+        .iter()
+        .find(|a| a["workload"] == "scorer")
+        .expect("scorer")
+        .clone();
+    assert_eq!(scorer["gpus"], 2);
+    assert_eq!(scorer["identity"], "service_account(\"scorer\")");
+    assert!(!String::from_utf8_lossy(&top.stdout).contains(TOKEN));
+
     // The same commit again, against the plan it applied: no change, and the comment says so.
     let second = root.join("run-2");
     let previous = first.join("plan.json");

@@ -106,12 +106,13 @@ const RULES: &[Rule] = &[
 /// The modules allowed to touch the process's streams (ARCHITECTURE.md): the binary's entry
 /// hands them to `report::Ui`; `report` asks whether stderr is a terminal; the language
 /// server speaks its protocol on stdout and logs on stderr; the Kubernetes apply draws
-/// progress bars on a terminal's stderr.
+/// progress bars on a terminal's stderr; `berth top` takes over a terminal for its view.
 const TERMINAL_WRITERS: &[&str] = &[
     "runtime/src/cli.rs",
     "runtime/src/report.rs",
     "runtime/src/lsp/",
     "runtime/src/backends/k8s/apply.rs",
+    "runtime/src/commands/top_view.rs",
 ];
 
 fn in_compiler(path: &str) -> bool {

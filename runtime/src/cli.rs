@@ -76,6 +76,9 @@ pub enum Command {
     Approve(commands::approve::ApproveArgs),
     /// Desired vs ready replicas and live GPU allocation of the plan's clusters.
     Status(commands::status::StatusArgs),
+    /// Live GPU allocation across the plan's targets: per pool, workload and identity, idle
+    /// allocations flagged (a refreshing view on a terminal, `--once` for a table).
+    Top(commands::top::TopArgs),
     /// Pull a model artifact into a staging directory and verify its digest (`--check`: is it
     /// there?). Run by the staging Job and init container berth renders on Kubernetes.
     Fetch(commands::fetch::FetchArgs),
@@ -100,6 +103,7 @@ impl Command {
             Command::Approve(_) => "approve",
             Command::Status(_) => "status",
             Command::Fetch(_) => "fetch",
+            Command::Top(_) => "top",
         }
     }
 }
@@ -240,6 +244,7 @@ fn dispatch(command: Command, ui: &mut Ui<'_>) -> io::Result<Exit> {
         Command::Approve(args) => commands::approve::run(&args, ui),
         Command::Status(args) => commands::status::run(&args, ui),
         Command::Fetch(args) => commands::fetch::run(&args, ui),
+        Command::Top(args) => commands::top::run(&args, ui),
     }
 }
 

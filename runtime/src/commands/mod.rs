@@ -7,7 +7,8 @@
 //!   `berth explain`, `berth verify`, `berth plan-diff`, `berth plan --what-if`); [`spec`] is what they share (one spec loaded, the plan instant,
 //!   violations printed), [`table`] the plan's table for people and [`markdown`] the
 //!   plan and plan-diff reports for a merge request (`--output markdown`).
-//! - [`render`], [`apply`], [`diff`], [`approve`], [`status`]: a plan put to work;
+//! - [`render`], [`apply`], [`diff`], [`approve`], [`status`], [`top`]: a plan put to work
+//!   (`top_snapshot` is what `berth top` reads, `top_view` its refreshing terminal view);
 //!   [`input`] is what they share (the plan to work with and the refusals that keep a stale,
 //!   unapproved or unverified plan off the targets).
 //! - [`keys`], [`agent`]: the edge (`berth keys generate`, `berth agent`).
@@ -35,6 +36,9 @@ pub mod render;
 pub mod spec;
 pub mod status;
 mod table;
+pub mod top;
+pub mod top_snapshot;
+pub mod top_view;
 pub mod verify;
 pub mod what_if;
 

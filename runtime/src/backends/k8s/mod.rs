@@ -16,6 +16,7 @@ pub mod prune;
 pub mod render;
 pub mod rollout;
 pub mod status;
+pub mod top;
 
 /// The field manager of every server-side apply berth makes.
 pub const FIELD_MANAGER: &str = "berth";

@@ -300,7 +300,7 @@ fn workload_status(kind: Kind, namespace: &str, object: &Value) -> WorkloadStatu
     }
 }
 
-fn is_running(pod: &Pod) -> bool {
+pub(super) fn is_running(pod: &Pod) -> bool {
     !matches!(
         pod.status.as_ref().and_then(|s| s.phase.as_deref()),
         Some("Succeeded" | "Failed")
@@ -308,7 +308,7 @@ fn is_running(pod: &Pod) -> bool {
 }
 
 /// The pod's request of `resource` (limits: extended resources are requested by limit).
-fn pod_request(pod: &Pod, resource: &str) -> i64 {
+pub(super) fn pod_request(pod: &Pod, resource: &str) -> i64 {
     pod.spec
         .iter()
         .flat_map(|s| &s.containers)
