@@ -1396,3 +1396,51 @@ fn top_shows_who_holds_the_gpus_and_flags_the_idle() {
     );
     assert!(doc["allocations"].as_array().is_some_and(|a| !a.is_empty()));
 }
+
+/// The drift guard on the real control plane: another team's pod, bound by the real scheduler
+/// to the serving pool, holds 4 of its 8 GPUs; the saved plan places 6 there, so `apply`
+/// refuses before writing anything, naming the pool, what the plan assumed and what is live;
+/// `--allow-drift` applies all the same.
+#[test]
+fn the_drift_guard_refuses_a_plan_the_cluster_can_no_longer_hold() {
+    let s = Setup::training(&[]);
+    let prod = s.prod();
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}});
+    assert_eq!(
+        prod.request("POST", "/api/v1/namespaces", Some(namespace))
+            .status,
+        201
+    );
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "intruder", "namespace": "other"},
+        "spec": {
+            "nodeSelector": {"gpu.example.com/pool": "inference"},
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "c", "image": "registry.example.com/other:1",
+                            "resources": {"limits": {"nvidia.com/gpu": "4"}}}],
+        },
+    });
+    let answer = prod.request("POST", "/api/v1/namespaces/other/pods", Some(pod));
+    assert_eq!(answer.status, 201, "{:?}", answer.body);
+    prod.wait_for("the intruder bound", Duration::from_secs(60), || {
+        prod.get("/api/v1/namespaces/other/pods/intruder")
+            .is_some_and(|p| p["spec"]["nodeName"].is_string())
+    });
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(
+            "pool `dc_frankfurt/serve` cannot hold the plan's placements: the plan places 6 GPUs \
+             and assumed 8 allocatable; live, the nodes allocate 8 and pods it does not place \
+             hold 4 (`other/intruder`): 4 free"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("--allow-drift"), "{err}");
+    assert!(prod.get(CHAT).is_none(), "nothing applied");
+    assert!(prod.writes_by(BERTH).is_empty(), "no write at all");
+    let (code, _, err) = s.apply(&["--allow-drift"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(prod.get(CHAT).is_some());
+}

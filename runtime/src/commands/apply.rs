@@ -39,6 +39,10 @@ pub struct ApplyArgs {
     /// Take the apply locks whoever holds them (for locks left by a run that died).
     #[arg(long)]
     pub force_unlock: bool,
+    /// Apply even when a Kubernetes pool no longer has the free GPUs the plan places on it
+    /// (the drift guard; pods beyond the free GPUs stay Pending).
+    #[arg(long)]
+    pub allow_drift: bool,
     /// With `--dry-run`: exit 0 when nothing would change, 2 when something would, 1 on any
     /// error (as terraform's `-detailed-exitcode`).
     #[arg(long, requires = "dry_run")]
@@ -68,6 +72,26 @@ fn apply(args: &ApplyArgs, ui: &mut Ui<'_>) -> io::Result<(Exit, bool)> {
         return Ok((exit, false));
     }
     let rendered = k8s::render::render(&input.ir, &input.plan);
+    if !args.dry_run && !args.allow_drift && !rendered.clusters.is_empty() {
+        let kubeconfigs = k8s::kubeconfig::Kubeconfigs::load();
+        let checked = k8s::drift::check(&rendered, &input.ir, &input.plan, &kubeconfigs);
+        for (context, why) in &checked.unread {
+            ui.status(&format_args!(
+                "note: the drift guard could not read context `{context}`: {why}"
+            ))?;
+        }
+        let drifted = checked.drifted;
+        if !drifted.is_empty() {
+            for pool in &drifted {
+                ui.problem(&kubeconfigs.redact(&pool.to_string()), None)?;
+            }
+            ui.hint(
+                &"nothing was applied: plan again against the clusters as they are, or \
+                  `--allow-drift` to apply anyway (pods beyond the free GPUs stay Pending)",
+            )?;
+            return Ok((Exit::ErrorsFound, false));
+        }
+    }
     let edge = edge::apply::has_targets(&input.ir, &input.plan);
     if edge && args.dry_run {
         ui.status(&"note: edge and local targets are not applied in a dry run")?;

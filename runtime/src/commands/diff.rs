@@ -28,6 +28,7 @@ pub fn run(args: &DiffArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         timeout: 300,
         lock_timeout: 300,
         force_unlock: false,
+        allow_drift: false,
         detailed_exitcode: args.detailed_exitcode,
         edge: EdgeArgs::default(),
     };

@@ -10,6 +10,7 @@
 pub mod apply;
 pub mod client;
 pub mod diff;
+pub mod drift;
 pub mod kubeconfig;
 pub mod lock;
 pub mod prune;
