@@ -1133,4 +1133,43 @@ fn markdown_reports_for_a_merge_request() {
         &["--output", "markdown", "plan-diff", "day.json", "day.json"],
     );
     assert!(stdout(&out).contains("No change"), "{}", stdout(&out));
+
+    // The evening's plan against the day's, in one comment: the plan, then what changed.
+    let out = berth(
+        dir.path(),
+        &[
+            "--output",
+            "markdown",
+            "plan",
+            "spec",
+            "--at",
+            "2025-06-04T20:00:00Z",
+            "--previous",
+            "day.json",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let comment = stdout(&out);
+    assert!(comment.starts_with("### berth plan `"), "{comment}");
+    assert!(
+        comment.contains("**14 of 14 replicas placed**"),
+        "{comment}"
+    );
+    assert!(
+        comment.contains("Cost a day: 338.40 → 799.20 (+460.80)")
+            && comment.contains("**1 replica** newly placed"),
+        "{comment}"
+    );
+    let out = berth(
+        dir.path(),
+        &[
+            "--output",
+            "markdown",
+            "plan",
+            "spec",
+            "--previous",
+            "missing.json",
+        ],
+    );
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
 }

@@ -35,8 +35,13 @@ check)
     ;;
 plan)
     at="${AT:-$(git log -1 --format=%cI)}"
+    previous=()
+    if [[ -n "${PREVIOUS_PLAN:-}" && -f "$PREVIOUS_PLAN" ]]; then
+        previous=(--previous "$PREVIOUS_PLAN")
+    fi
     rc=0
-    "$BERTH" --output markdown plan "$SPEC" --at "$at" -o "$OUT/plan.json" > "$OUT/comment.md" || rc=$?
+    "$BERTH" --output markdown plan "$SPEC" --at "$at" -o "$OUT/plan.json" "${previous[@]}" \
+        > "$OUT/comment.md" || rc=$?
     # 1: infeasible (the plan is saved and shown; the apply job refuses nothing placed) or
     # errors (nothing saved); 2: usage or environment.
     if [[ ! -f "$OUT/plan.json" ]]; then
@@ -44,14 +49,13 @@ plan)
     fi
     if [[ -n "${PREVIOUS_PLAN:-}" && -f "$PREVIOUS_PLAN" ]]; then
         diff_rc=0
-        "$BERTH" --output markdown plan-diff --detailed-exitcode "$PREVIOUS_PLAN" "$OUT/plan.json" \
-            > "$OUT/plan-diff.md" || diff_rc=$?
+        "$BERTH" plan-diff --detailed-exitcode "$PREVIOUS_PLAN" "$OUT/plan.json" > /dev/null \
+            || diff_rc=$?
         case "$diff_rc" in
         0) echo 0 > "$OUT/changes" ;;
         2) echo 1 > "$OUT/changes" ;;
         *) exit 1 ;;
         esac
-        { echo; cat "$OUT/plan-diff.md"; } >> "$OUT/comment.md"
     else
         echo 1 > "$OUT/changes"
     fi

@@ -30,6 +30,10 @@ pub struct PlanArgs {
     /// replicas, …), and print what changes from the plan to that one instead of the plan.
     #[arg(long, value_name = "FILE", conflicts_with = "out")]
     pub what_if: Option<PathBuf>,
+    /// A plan saved before (the one applied, say): `--output markdown` then also says what
+    /// moves from it, what is newly placed or lost, and the cost before and after.
+    #[arg(long, value_name = "FILE", conflicts_with = "what_if")]
+    pub previous: Option<PathBuf>,
     /// Assign replicas with an exact MIP solver (HiGHS) where the estate is small enough to
     /// solve in `--exact-time-limit`; otherwise (and says so) with the heuristic.
     #[arg(long)]
@@ -96,7 +100,17 @@ pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
     match ui.output {
         OutputFormat::Json => ui.out.write_all(json.as_bytes())?,
         OutputFormat::Markdown => {
-            ui.out.write_all(super::markdown::plan(plan).as_bytes())?;
+            let mut text = super::markdown::plan(plan);
+            if let Some(previous) = &args.previous {
+                let before = match super::plan_diff::read_intact(previous, ui)? {
+                    Ok(before) => before,
+                    Err(exit) => return Ok(exit),
+                };
+                let diff = berth_compiler::plan::diff::diff(&before, plan);
+                text.push('\n');
+                text.push_str(&super::markdown::plan_diff(&diff));
+            }
+            ui.out.write_all(text.as_bytes())?;
             ui.status(&table::summary(plan))?;
         }
         // `cli` refuses SARIF for `plan`; people's tables otherwise.

@@ -56,7 +56,7 @@ fn compare(args: &PlanDiffArgs, ui: &mut Ui<'_>) -> io::Result<(Exit, bool)> {
 }
 
 /// A saved plan whose id matches its content.
-fn read_intact(path: &Path, ui: &mut Ui<'_>) -> io::Result<Result<Plan, Exit>> {
+pub(super) fn read_intact(path: &Path, ui: &mut Ui<'_>) -> io::Result<Result<Plan, Exit>> {
     let plan = match read_plan(path) {
         Ok(plan) => plan,
         Err(problem) => return input_problem(&problem, ui).map(Err),
