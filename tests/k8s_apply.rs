@@ -47,6 +47,34 @@ impl Setup {
             serde_json::to_string_pretty(&planned.plan).expect("json"),
         )
         .expect("write plan");
+        // Each GPU pool's nodes, as the clusters have them: the drift guard reads them.
+        let ir = berth_compiler::driver::compile(&sources)
+            .ir
+            .expect("the example compiles");
+        for target in &ir.targets {
+            let berth_compiler::ir::Runtime::Kubernetes { context, .. } = &target.runtime else {
+                continue;
+            };
+            let server = if context == "fra-gpu-prod" {
+                &prod
+            } else {
+                &burst
+            };
+            for pool in &target.pools {
+                let resource = berth_runtime::backends::k8s::render::pool_resource_name(&ir, pool);
+                let mut amount = serde_json::Map::new();
+                amount.insert(resource, json!(pool.count.to_string()));
+                server.seed(
+                    "kubelet",
+                    json!({
+                        "apiVersion": "v1", "kind": "Node",
+                        "metadata": {"name": format!("{}-{}", target.name, pool.name),
+                                     "labels": pool.node_labels},
+                        "status": {"capacity": amount, "allocatable": amount},
+                    }),
+                );
+            }
+        }
         let setup = Setup {
             prod,
             burst,
