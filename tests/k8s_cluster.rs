@@ -1124,8 +1124,13 @@ fn wait_reports_what_did_not_roll_out_when_the_timeout_ends() {
     };
     let (code, _, err) = s.berth(&["approve", s.plan(), "--by", "ml-platform-leads"]);
     assert_eq!(code, 0, "{err}");
+    // Without nodes the drift guard refuses the plan (no pool can hold anything); this test
+    // is about the wait, so it applies all the same.
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("the nodes allocate 0: 0 free"), "{err}");
     let started = std::time::Instant::now();
-    let (code, _, err) = s.apply(&["--wait", "--timeout", "3"]);
+    let (code, _, err) = s.apply(&["--wait", "--timeout", "3", "--allow-drift"]);
     assert_eq!(code, 1, "{err}");
     assert!(
         err.contains("not rolled out   Deployment ml/chat-assistant: 0/"),
