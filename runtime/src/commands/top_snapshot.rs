@@ -6,8 +6,8 @@
 //! that cannot be read is named with why; the rest is read all the same.
 
 use crate::backends::edge::status::{EdgeStatusArgs, Report, TOKEN_ENV};
+use crate::backends::k8s;
 use crate::backends::k8s::kubeconfig::Kubeconfigs;
-use crate::backends::k8s::{self, client::Cluster, client::RetryPolicy};
 use berth_compiler::ir::{Ir, Runtime};
 use berth_compiler::plan::Plan;
 use serde::Serialize;
@@ -102,23 +102,7 @@ pub fn snapshot(
         .build()
         .map_err(|e| e.to_string())?;
     for cluster in &rendered.clusters {
-        let read = runtime.block_on(async {
-            let config = kubeconfigs
-                .config(&cluster.context)
-                .await
-                .map_err(|e| e.to_string())?;
-            let client = Cluster::connect(
-                &cluster.context,
-                config,
-                RetryPolicy::from_env(),
-                kubeconfigs.learned(),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-            k8s::top::gpu_use(&client, ir, &cluster.targets)
-                .await
-                .map_err(|e| e.to_string())
-        });
+        let read = runtime.block_on(k8s::top::read_cluster(&kubeconfigs, cluster, ir));
         let (pools, holders) = match read {
             Ok(found) => {
                 snap.sources.push(Source {
@@ -132,7 +116,7 @@ pub fn snapshot(
                 snap.sources.push(Source {
                     kind: "cluster",
                     name: cluster.context.clone(),
-                    state: kubeconfigs.redact(&e),
+                    state: e,
                 });
                 continue;
             }

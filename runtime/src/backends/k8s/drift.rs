@@ -5,7 +5,6 @@
 //! whose free GPUs cannot hold the plan's placements stops the apply, naming assumed against
 //! live. A plan made yesterday is not applied to a cluster that has since lost half its GPUs.
 
-use super::client::{Cluster, RetryPolicy};
 use super::kubeconfig::Kubeconfigs;
 use super::render::Rendered;
 use berth_compiler::ir::Ir;
@@ -84,31 +83,14 @@ pub fn check(rendered: &Rendered, ir: &Ir, plan: &Plan, kubeconfigs: &Kubeconfig
         }
     };
     for cluster in &rendered.clusters {
-        let live = runtime.block_on(async {
-            let config = kubeconfigs
-                .config(&cluster.context)
-                .await
-                .map_err(|e| e.to_string())?;
-            let client = Cluster::connect(
-                &cluster.context,
-                config,
-                RetryPolicy::from_env(),
-                kubeconfigs.learned(),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-            super::top::gpu_use(&client, ir, &cluster.targets)
-                .await
-                .map_err(|e| e.to_string())
-        });
-        let (pools, holders) = match live {
-            Ok(found) => found,
-            Err(e) => {
-                out.unread
-                    .push((cluster.context.clone(), kubeconfigs.redact(&e)));
-                continue;
-            }
-        };
+        let (pools, holders) =
+            match runtime.block_on(super::top::read_cluster(kubeconfigs, cluster, ir)) {
+                Ok(found) => found,
+                Err(e) => {
+                    out.unread.push((cluster.context.clone(), e));
+                    continue;
+                }
+            };
         for ledger in plan
             .pools
             .iter()

@@ -139,7 +139,24 @@ pub fn run(
     })
 }
 
-async fn connect(kubeconfigs: &Kubeconfigs, context: &str) -> Result<Cluster, String> {
+/// The nodes of `pool`: those carrying every one of its node labels (none for a pool that
+/// names no label).
+pub(super) fn pool_nodes<'a>(nodes: &'a [Node], pool: &berth_compiler::ir::Pool) -> Vec<&'a Node> {
+    nodes
+        .iter()
+        .filter(|n| {
+            let node_labels = n.metadata.labels.as_ref();
+            !pool.node_labels.is_empty()
+                && pool
+                    .node_labels
+                    .iter()
+                    .all(|(k, v)| node_labels.and_then(|l| l.get(k)) == Some(v))
+        })
+        .collect()
+}
+
+/// A client for `context`, every error as text (not yet redacted).
+pub(super) async fn connect(kubeconfigs: &Kubeconfigs, context: &str) -> Result<Cluster, String> {
     let config = kubeconfigs
         .config(context)
         .await
@@ -191,17 +208,7 @@ async fn collect(
         }
         for pool in &target.pools {
             let resource = render::pool_resource_name(ir, pool);
-            let on_pool: Vec<&Node> = nodes
-                .iter()
-                .filter(|n| {
-                    let node_labels = n.metadata.labels.as_ref();
-                    !pool.node_labels.is_empty()
-                        && pool
-                            .node_labels
-                            .iter()
-                            .all(|(k, v)| node_labels.and_then(|l| l.get(k)) == Some(v))
-                })
-                .collect();
+            let on_pool = pool_nodes(&nodes, pool);
             let names: Vec<&str> = on_pool
                 .iter()
                 .filter_map(|n| n.metadata.name.as_deref())

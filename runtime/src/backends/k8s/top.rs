@@ -8,8 +8,10 @@
 //! attaches to a GPU in use by a pod (`pod_namespace`/`pod_name` in its older releases).
 
 use super::client::{ApiError, Cluster};
+use super::kubeconfig::Kubeconfigs;
+use super::render::ClusterManifests;
 use super::render::{self, labels};
-use super::status::{is_running, pod_request};
+use super::status::{connect, is_running, pod_request, pool_nodes};
 use berth_compiler::ir::{Ir, Runtime};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::Serialize;
@@ -58,26 +60,13 @@ pub async fn gpu_use(
         }
         for pool in &target.pools {
             let resource = render::pool_resource_name(ir, pool);
-            let on_pool: Vec<&str> = nodes
+            let pool_nodes = pool_nodes(&nodes, pool);
+            let on_pool: Vec<&str> = pool_nodes
                 .iter()
-                .filter(|n| {
-                    let node_labels = n.metadata.labels.as_ref();
-                    !pool.node_labels.is_empty()
-                        && pool
-                            .node_labels
-                            .iter()
-                            .all(|(k, v)| node_labels.and_then(|l| l.get(k)) == Some(v))
-                })
                 .filter_map(|n| n.metadata.name.as_deref())
                 .collect();
-            let allocatable: i64 = nodes
+            let allocatable: i64 = pool_nodes
                 .iter()
-                .filter(|n| {
-                    n.metadata
-                        .name
-                        .as_deref()
-                        .is_some_and(|m| on_pool.contains(&m))
-                })
                 .filter_map(|n| n.status.as_ref()?.allocatable.as_ref()?.get(&resource))
                 .map(|q| q.0.parse::<i64>().unwrap_or(0))
                 .sum();
@@ -117,6 +106,20 @@ pub async fn gpu_use(
         }
     }
     Ok((pools, holders))
+}
+
+/// [`gpu_use`] of one rendered cluster, connecting to it first; errors as text, redacted.
+pub async fn read_cluster(
+    kubeconfigs: &Kubeconfigs,
+    cluster: &ClusterManifests,
+    ir: &Ir,
+) -> Result<(Vec<PoolUse>, Vec<Holder>), String> {
+    let client = connect(kubeconfigs, &cluster.context)
+        .await
+        .map_err(|e| kubeconfigs.redact(&e))?;
+    gpu_use(&client, ir, &cluster.targets)
+        .await
+        .map_err(|e| kubeconfigs.redact(&e.to_string()))
 }
 
 /// GPU utilisation (%) per pod, `(namespace, pod)` → one value per GPU it holds, from a DCGM
