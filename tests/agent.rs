@@ -6,6 +6,7 @@ mod agent_proc;
 mod registry;
 mod test_tls;
 
+use agent_proc::{http, workload_state};
 use berth_compiler::plan::VariantBinding;
 use berth_runtime::backends::edge::bundle::{
     Bundle, BundleWorkload, ReclaimContract, TelemetryContract, keys,
@@ -301,50 +302,6 @@ impl Drop for AgentProc {
     }
 }
 
-fn http(base: &str, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
-    let host = base.trim_start_matches("http://");
-    let mut stream = TcpStream::connect(host).expect("connect to the agent");
-    let auth = token
-        .map(|t| format!("authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    write!(stream, "{method} {path} HTTP/1.1\r\nhost: {host}\r\n{auth}content-length: 0\r\nconnection: close\r\n\r\n").expect("request");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("response");
-    let code = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    // Bodies may be chunked: keep the JSON or text between the chunk sizes.
-    let body = if response
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        dechunk(&body)
-    } else {
-        body
-    };
-    (code, body)
-}
-
-fn dechunk(body: &str) -> String {
-    let mut out = String::new();
-    let mut rest = body;
-    while let Some((size, tail)) = rest.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 || tail.len() < n {
-            break;
-        }
-        out.push_str(&tail[..n]);
-        rest = tail[n..].trim_start_matches("\r\n");
-    }
-    out
-}
-
 fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
     loop {
@@ -439,14 +396,6 @@ fn ticking(file: &Path) -> String {
 
 fn lines(file: &Path) -> usize {
     std::fs::read_to_string(file).map_or(0, |t| t.lines().count())
-}
-
-fn workload_state(status: &Value, name: &str) -> Option<String> {
-    status["workloads"]
-        .as_array()?
-        .iter()
-        .find(|w| w["name"] == name)
-        .and_then(|w| w["state"].as_str().map(str::to_string))
 }
 
 fn pid_of(status: &Value, name: &str) -> Option<u64> {

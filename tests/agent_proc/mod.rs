@@ -3,7 +3,9 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -47,4 +49,59 @@ pub fn spawn(mut command: Command) -> (Child, String, Arc<Mutex<String>>) {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// `METHOD path` to the agent at `base` (`http://127.0.0.1:PORT`), with a bearer token when
+/// given: the status code and the body (de-chunked).
+pub fn http(base: &str, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
+    let host = base.trim_start_matches("http://");
+    let mut stream = TcpStream::connect(host).expect("connect to the agent");
+    let auth = token
+        .map(|t| format!("authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(stream, "{method} {path} HTTP/1.1\r\nhost: {host}\r\n{auth}content-length: 0\r\nconnection: close\r\n\r\n").expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("response");
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    // Bodies may be chunked: keep the JSON or text between the chunk sizes.
+    let body = if response
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(&body)
+    } else {
+        body
+    };
+    (code, body)
+}
+
+fn dechunk(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, tail)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || tail.len() < n {
+            break;
+        }
+        out.push_str(&tail[..n]);
+        rest = tail[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// The state of workload `name` in an agent's status document.
+pub fn workload_state(status: &Value, name: &str) -> Option<String> {
+    status["workloads"]
+        .as_array()?
+        .iter()
+        .find(|w| w["name"] == name)
+        .and_then(|w| w["state"].as_str().map(str::to_string))
 }

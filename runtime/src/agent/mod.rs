@@ -596,7 +596,7 @@ impl Agent {
 
     /// Samples the GPUs, records samples and reclaims idle workloads, forever.
     async fn sample_gpus(self: Arc<Self>) {
-        let (mut probe, unavailable): (Option<Box<dyn gpu::GpuProbe>>, Option<String>) =
+        let (probe, unavailable): (Option<Box<dyn gpu::GpuProbe>>, Option<String>) =
             match &self.config.gpu {
                 GpuChoice::Off => (None, Some("GPU sampling is off".into())),
                 GpuChoice::Nvml => match gpu::NvmlProbe::open() {
@@ -614,18 +614,29 @@ impl Agent {
                 .map_or_else(|| "none".into(), |p| p.describe());
             view.unavailable = unavailable;
         }
-        let Some(probe) = probe.as_mut() else { return };
+        let Some(mut probe) = probe else { return };
         let mut idle_since: BTreeMap<String, Instant> = BTreeMap::new();
         let mut last_recorded: Option<Instant> = None;
         let mut tick = 0u32;
         loop {
             let processes = tick.is_multiple_of(self.config.gpu_process_every.max(1));
             tick = tick.wrapping_add(1);
-            match probe.sample(processes) {
+            // NVML calls block (process enumeration for milliseconds): on a blocking thread,
+            // never on the runtime's threads that serve the API.
+            let Ok((back, sampled)) = tokio::task::spawn_blocking(move || {
+                let sampled = probe.sample(processes);
+                (probe, sampled)
+            })
+            .await
+            else {
+                return;
+            };
+            probe = back;
+            match sampled {
                 Ok(mut devices) => {
                     let owners = supervise::owners(&*self.running.lock().await);
                     for d in &mut devices {
-                        for p in d.processes.iter_mut().flatten() {
+                        for p in d.all_processes_mut() {
                             if p.workload.is_none() {
                                 let group = supervise::process_group(p.pid).unwrap_or(p.pid);
                                 p.workload = owners.get(&group).cloned();
@@ -635,12 +646,13 @@ impl Agent {
                     // Keep the last process list when this sample did not enumerate them.
                     if let Ok(mut view) = self.gpus.lock() {
                         for d in &mut devices {
-                            if d.processes.is_none() {
-                                d.processes = view
-                                    .devices
-                                    .iter()
-                                    .find(|o| o.index == d.index)
-                                    .and_then(|o| o.processes.clone());
+                            if !d.processes_enumerated()
+                                && let Some(last) = view.devices.iter().find(|o| o.index == d.index)
+                            {
+                                d.processes.clone_from(&last.processes);
+                                if let (Some(now), Some(then)) = (&mut d.mig, &last.mig) {
+                                    now.instances.clone_from(&then.instances);
+                                }
                             }
                         }
                         view.devices = devices.clone();
@@ -682,11 +694,10 @@ impl Agent {
                 idle_since.remove(&w.name);
                 continue;
             }
+            // Utilisation the driver does not give (a MIG device) is never evidence of idleness.
             let busy = devices.iter().any(|d| {
-                d.utilization > 0
-                    && d.processes
-                        .iter()
-                        .flatten()
+                d.utilization.is_none_or(|u| u > 0)
+                    && d.all_processes()
                         .any(|p| p.workload.as_deref() == Some(&w.name))
             });
             if busy {
