@@ -16,7 +16,7 @@ use cluster::{Cluster, Fleet, Planned};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -74,7 +74,13 @@ fn planned_replicas(planned: &Planned) -> BTreeMap<(String, String, String), u32
 
 /// Applies the plan (approving what awaits approval), waits for the rollouts, and checks
 /// every berth pod: bound to a node of its pool, running (or finished), none Pending.
-fn assert_scheduler_agrees(fleet: &Fleet, spec: &Path, planned: &Planned) {
+/// `approver_key` gives, for an approver the policy names, the secret key to approve with.
+fn assert_scheduler_agrees(
+    fleet: &Fleet,
+    spec: &Path,
+    planned: &Planned,
+    approver_key: impl Fn(&str) -> PathBuf,
+) {
     let plan = planned.plan_path.to_str().expect("utf-8");
     let approvers: Vec<String> = planned
         .plan
@@ -83,11 +89,13 @@ fn assert_scheduler_agrees(fleet: &Fleet, spec: &Path, planned: &Planned) {
         .filter_map(|w| w.approval.as_ref())
         .filter_map(|a| a.approvers.first().cloned())
         .collect();
+    let spec = spec.to_str().expect("utf-8");
     if let Some(by) = approvers.first() {
-        let (code, err) = berth(fleet, &["approve", plan, "--by", by]);
+        let key = approver_key(by);
+        let key = key.to_str().expect("utf-8");
+        let (code, err) = berth(fleet, &["approve", plan, "--key", key, "--spec", spec]);
         assert_eq!(code, 0, "{err}");
     }
-    let spec = spec.to_str().expect("utf-8");
     let (code, err) = berth(
         fleet,
         &["apply", plan, "--spec", spec, "--wait", "--timeout", "300"],
@@ -213,6 +221,9 @@ fn local_copy(name: &str, dir: &Path) -> std::path::PathBuf {
         .expect("example")
         .flatten()
     {
+        if entry.path().extension().is_some_and(|e| e == "trust") {
+            std::fs::copy(entry.path(), spec.join(entry.file_name())).expect("copy");
+        }
         if entry.path().extension().is_some_and(|e| e == "berth") {
             let text = std::fs::read_to_string(entry.path()).expect("read");
             let text = text.replace(
@@ -231,7 +242,9 @@ fn check_example(name: &str) {
     let planned = plan_spec(&spec);
     let fleet = Fleet::for_ir(&planned.ir, &[]);
     assert!(!fleet.clusters.is_empty(), "{name} has Kubernetes targets");
-    assert_scheduler_agrees(&fleet, &spec, &planned);
+    // The example's demo approvers' keys.
+    let keys = Path::new("../examples").join(name).join("keys");
+    assert_scheduler_agrees(&fleet, &spec, &planned, |by| keys.join(format!("{by}.key")));
 }
 
 #[test]
@@ -338,7 +351,17 @@ fn generated_estates_run_where_they_are_placed() {
         let dir = tempfile::tempdir().expect("temp dir");
         let spec = dir.path().join("spec");
         std::fs::create_dir(&spec).expect("mkdir");
-        std::fs::write(spec.join("estate.berth"), generated_spec(seed, 3, 30)).expect("write");
+        // The approver is a key written in the policy itself.
+        let prefix = dir.path().join("approver");
+        let secret = berth_runtime::backends::edge::bundle::keys::generate().expect("random");
+        berth_runtime::backends::edge::bundle::keys::write_pair(&prefix, &secret).expect("keys");
+        let public =
+            berth_runtime::backends::edge::bundle::keys::public_text(&secret.verifying_key());
+        let text = generated_spec(seed, 3, 30).replace(
+            "approvers = [\"platform-leads\"]",
+            &format!("approvers = [\"{public}\"]"),
+        );
+        std::fs::write(spec.join("estate.berth"), text).expect("write");
         let planned = plan_spec(&spec);
         assert!(
             planned.plan.workloads.len() >= 10,
@@ -346,7 +369,7 @@ fn generated_estates_run_where_they_are_placed() {
         );
         let fleet = Fleet::for_ir(&planned.ir, &[]);
         assert_eq!(fleet.clusters.len(), 3);
-        assert_scheduler_agrees(&fleet, &spec, &planned);
+        assert_scheduler_agrees(&fleet, &spec, &planned, |_| prefix.with_extension("key"));
     }
 }
 

@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 const TOKEN: &str = "s3cr3t-token-do-not-print";
 const AT: &str = "2025-06-07T10:00:00Z";
 const SPEC: &str = "../examples/training-and-inference";
+/// The example's demo approver key (its public half is in the example's trust file).
+const APPROVER: &str = "../examples/training-and-inference/keys/ml-platform-leads.key";
 
 /// Two test clusters named like the example's contexts, a kubeconfig, and a saved plan.
 struct Setup {
@@ -82,8 +84,14 @@ impl Setup {
             plan,
         };
         // The example's ranker training awaits approval; most tests apply the approved plan.
-        let (code, _, err) =
-            setup.berth(&["approve", setup.plan_path(), "--by", "ml-platform-leads"]);
+        let (code, _, err) = setup.berth(&[
+            "approve",
+            setup.plan_path(),
+            "--key",
+            APPROVER,
+            "--spec",
+            SPEC,
+        ]);
         assert_eq!(code, 0, "{err}");
         setup
     }
@@ -147,6 +155,9 @@ fn a_changed_spec_or_an_unknown_context_is_refused() {
     std::fs::create_dir(&copy).expect("mkdir");
     for entry in std::fs::read_dir(SPEC).expect("spec") {
         let path = entry.expect("entry").path();
+        if path.is_dir() {
+            continue;
+        }
         let name = path.file_name().expect("name");
         std::fs::copy(&path, copy.join(name)).expect("copy");
     }
@@ -208,7 +219,15 @@ fn approval_is_bound_to_the_plan() {
         .expect("workloads")
         .iter()
         .any(|w| !w["approval"].is_null());
-    let (code, _, err) = s.berth(&["approve", s.plan_path(), "--by", "someone-else"]);
+    // Someone else's key: not among the approvers the policy's trust file names.
+    let (code, _, err) = s.berth(&[
+        "keys",
+        "generate",
+        &s.dir.path().join("else").display().to_string(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let other = s.dir.path().join("else.key").display().to_string();
+    let (code, _, err) = s.berth(&["approve", s.plan_path(), "--key", &other, "--spec", SPEC]);
     if !waiting {
         assert_eq!(code, 0, "{err}");
         assert!(
@@ -221,7 +240,7 @@ fn approval_is_bound_to_the_plan() {
     let (code, _, err) = s.apply(&[]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("await approval"), "{err}");
-    let (code, _, err) = s.berth(&["approve", s.plan_path(), "--by", "ml-platform-leads"]);
+    let (code, _, err) = s.berth(&["approve", s.plan_path(), "--key", APPROVER, "--spec", SPEC]);
     assert_eq!(code, 0, "{err}");
     assert!(Path::new(&s.plan.with_extension("approval.json")).exists());
     let (code, _, err) = s.apply(&[]);

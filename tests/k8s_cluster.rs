@@ -13,6 +13,8 @@ use std::time::Duration;
 
 const AT: &str = "2025-06-07T10:00:00Z";
 const TRAINING: &str = "../examples/training-and-inference";
+/// The example's demo approver key (its public half is in the example's trust file).
+const TRAINING_APPROVER: &str = "../examples/training-and-inference/keys/ml-platform-leads.key";
 
 fn plan_spec(spec: &Path) -> Planned {
     cluster::plan_spec(spec, AT)
@@ -50,7 +52,14 @@ impl Setup {
         let planned = plan_spec(Path::new(TRAINING));
         let fleet = Fleet::for_ir(&planned.ir, users);
         let setup = Setup { fleet, planned };
-        let (code, _, err) = setup.berth(&["approve", setup.plan(), "--by", "ml-platform-leads"]);
+        let (code, _, err) = setup.berth(&[
+            "approve",
+            setup.plan(),
+            "--key",
+            TRAINING_APPROVER,
+            "--spec",
+            setup.spec(),
+        ]);
         assert_eq!(code, 0, "{err}");
         setup
     }
@@ -506,6 +515,9 @@ fn earlier_release(dir: &Path) -> PathBuf {
     let spec = dir.join("earlier");
     std::fs::create_dir_all(&spec).expect("mkdir");
     for entry in std::fs::read_dir(TRAINING).expect("example").flatten() {
+        if entry.path().is_dir() {
+            continue;
+        }
         let text = std::fs::read_to_string(entry.path()).expect("read");
         let text = text.replace(
             "registry.example.com/search/ranker-train:7.0.1",
@@ -522,7 +534,14 @@ fn a_changed_job_template_replaces_the_job() {
     // The earlier release applied first: its Job's pod template runs the old image, and the
     // real API server refuses to patch a Job's template in place.
     let earlier = plan_spec(&earlier_release(&s.fleet.dir));
-    let (code, _, err) = s.berth(&["approve", earlier.plan_arg(), "--by", "ml-platform-leads"]);
+    let (code, _, err) = s.berth(&[
+        "approve",
+        earlier.plan_arg(),
+        "--key",
+        TRAINING_APPROVER,
+        "--spec",
+        earlier.spec_arg(),
+    ]);
     assert_eq!(code, 0, "{err}");
     let (code, _, err) = s.berth(&["apply", earlier.plan_arg(), "--spec", earlier.spec_arg()]);
     assert_eq!(code, 0, "{err}");
@@ -1094,7 +1113,14 @@ fn bench_plan_to_ready_three_plants() {
     let (code, _, err) = berth(
         &fleet,
         &fleet.kubeconfig,
-        &["approve", plan, "--by", "platform-leads"],
+        &[
+            "approve",
+            plan,
+            "--key",
+            "../examples/three-plants/keys/platform-leads.key",
+            "--spec",
+            spec,
+        ],
     );
     assert_eq!(code, 0, "{err}");
     let (code, _, err) = berth(
@@ -1122,7 +1148,14 @@ fn wait_reports_what_did_not_roll_out_when_the_timeout_ends() {
         fleet: Fleet::start(&specs, &[]),
         planned,
     };
-    let (code, _, err) = s.berth(&["approve", s.plan(), "--by", "ml-platform-leads"]);
+    let (code, _, err) = s.berth(&[
+        "approve",
+        s.plan(),
+        "--key",
+        TRAINING_APPROVER,
+        "--spec",
+        s.spec(),
+    ]);
     assert_eq!(code, 0, "{err}");
     // Without nodes the drift guard refuses the plan (no pool can hold anything); this test
     // is about the wait, so it applies all the same.

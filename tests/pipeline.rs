@@ -82,7 +82,10 @@ workload beacon {{
 }}
 
 policy platform {{
-  approval when cost_per_day > 10 {{ approvers = ["platform-leads"] }}
+  approval when cost_per_day > 10 {{
+    approvers = ["platform-leads"]
+    trust = "approvers.trust"
+  }}
 }}
 "#
     )
@@ -148,7 +151,7 @@ impl Pipeline {
             .env("BUNDLES", self.root.join("bundles"))
             .env("BUNDLE_KEY", &self.key)
             .env("AGENT_TOKEN_FILE", &self.token)
-            .env("APPROVER", "platform-leads")
+            .env("APPROVER_KEY", self.root.join("approver.key"))
             .env("BERTH_LOCK_HOLDER", "pipeline test job 1")
             .env("NO_COLOR", "1");
         for (k, v) in extra {
@@ -189,6 +192,22 @@ fn the_documented_pipeline_runs_against_a_real_cluster_and_agent() {
     let spec = root.join("spec");
     std::fs::create_dir_all(&spec).expect("spec dir");
     std::fs::write(spec.join("platform.berth"), spec_text(&agent.url)).expect("spec");
+    // The approver's key, and the trust file that names it `platform-leads`.
+    let approver = root.join("approver");
+    assert!(
+        Command::new(BERTH)
+            .args(["keys", "generate"])
+            .arg(&approver)
+            .status()
+            .expect("keys")
+            .success()
+    );
+    let public = std::fs::read_to_string(approver.with_extension("pub")).expect("pub");
+    std::fs::write(
+        spec.join("approvers.trust"),
+        format!("platform-leads {}", public.trim()),
+    )
+    .expect("trust");
     let planned = cluster::plan_spec(&spec, COMMIT_TIME);
     let fleet = Fleet::for_ir(&planned.ir, &[]);
     let pipeline = Pipeline {

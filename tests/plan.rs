@@ -3,6 +3,8 @@
 //! verified, 1 infeasible / errors / refused, 2 usage or I/O), where output goes, and that
 //! plans are byte-identical for the same sources and instant.
 
+use berth_runtime::backends::edge::bundle::keys;
+use berth_runtime::commands::approval;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -45,7 +47,9 @@ fn copy_example(name: &str, edit: impl Fn(&str, String) -> String) -> tempfile::
     fs::create_dir(&spec).expect("spec dir");
     for entry in fs::read_dir(example(name)).expect("example") {
         let path = entry.expect("entry").path();
-        if path.extension().is_some_and(|e| e == "berth") {
+        if path.extension().is_some_and(|e| e == "trust") {
+            fs::copy(&path, spec.join(path.file_name().expect("name"))).expect("copy");
+        } else if path.extension().is_some_and(|e| e == "berth") {
             let file = path
                 .file_name()
                 .expect("name")
@@ -454,10 +458,28 @@ fn apply_saved(dir: &Path) -> Output {
         .expect("the berth binary runs")
 }
 
+/// The training example's demo approver key (its public half is in the example's trust file).
+fn approver_key() -> PathBuf {
+    example("training-and-inference").join("keys/ml-platform-leads.key")
+}
+
+/// Writes `approvals` as the plan's approval file in `dir`.
+fn write_approvals(dir: &Path, approvals: Vec<approval::SignedApproval>) {
+    let file = approval::ApprovalFile {
+        format: approval::APPROVALS_FORMAT.into(),
+        approvals,
+    };
+    fs::write(
+        dir.join("plan.approval.json"),
+        serde_json::to_string(&file).expect("json"),
+    )
+    .expect("write");
+}
+
 #[test]
-fn only_an_approver_the_policy_names_may_approve() {
+fn approvals_are_signatures_by_a_key_the_policy_names() {
     // `ranker_training` exceeds policy `platform`'s approval threshold, whose only approver
-    // is `ml-platform-leads`.
+    // is `ml-platform-leads`, a name its trust file maps to a key.
     let (dir, plan) = saved_plan();
     let waiting = &plan["workloads"][1];
     assert_eq!(waiting["workload"], "ranker_training");
@@ -465,55 +487,135 @@ fn only_an_approver_the_policy_names_may_approve() {
         waiting["approval"]["approvers"],
         serde_json::json!(["ml-platform-leads"])
     );
-    let refused =
-        "`mallory` may not approve `ranker_training`: policy `platform` names `ml-platform-leads`";
+    assert_eq!(waiting["approval"]["trust"], "approvers.trust");
+    let lead = keys::read_signing(&approver_key()).expect("demo key");
+    let mallory = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+    let mallory_path = dir.path().join("mallory");
+    keys::write_pair(&mallory_path, &mallory).expect("keys");
+    let claim = |plan_id: &str, by: &ed25519_dalek::SigningKey, expires: Option<&str>| {
+        approval::ApprovalClaim {
+            plan_id: plan_id.into(),
+            workloads: vec!["ranker_training".into()],
+            approver: keys::public_text(&by.verifying_key()),
+            approved_at: "2026-12-04T08:00:00Z".into(),
+            expires_at: expires.map(Into::into),
+        }
+    };
+    let plan_id = plan["plan_id"].as_str().expect("id");
 
-    // `berth approve` refuses to write the approval.
-    let out = berth(dir.path(), &["approve", "plan.json", "--by", "mallory"]);
-    assert_eq!(code(&out), 1, "{}", stderr(&out));
-    assert!(stderr(&out).contains(refused), "{}", stderr(&out));
-    assert!(!dir.path().join("plan.approval.json").exists());
-
-    // An approval file written by hand for the right plan and workload, by someone else:
-    // `apply` refuses it, before any cluster.
-    let record = serde_json::json!({
-        "format": "berth.approval/v1",
-        "plan_id": plan["plan_id"],
-        "approved_by": "mallory",
-        "approved_at": "2025-06-04T08:00:00Z",
-        "workloads": ["ranker_training"],
-    });
-    fs::write(dir.path().join("plan.approval.json"), record.to_string()).expect("write");
-    let out = apply_saved(dir.path());
-    let err = stderr(&out);
-    assert_eq!(code(&out), 1, "{err}");
-    assert!(err.contains(refused), "{err}");
-    assert!(
-        err.contains("help: only an approver the policy names may approve"),
-        "{err}"
+    // `berth approve` with a key the policy does not name refuses and writes nothing.
+    let out = berth(
+        dir.path(),
+        &[
+            "approve",
+            "plan.json",
+            "--key",
+            "mallory.key",
+            "--spec",
+            "spec",
+        ],
     );
-
-    // An approval file that is not one is reported, not taken for "not approved".
-    fs::write(dir.path().join("plan.approval.json"), "{\"format\": ").expect("write");
-    let out = apply_saved(dir.path());
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("cannot read the approval `plan.approval.json`"),
+        stderr(&out).contains(
+            "may not approve `ranker_training`: policy `platform` names `ml-platform-leads`"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!dir.path().join("plan.approval.json").exists());
+    // Names need the trust file, read from the spec.
+    let lead_key = approver_key();
+    let as_lead = |extra: &[&str]| {
+        let mut args = vec!["approve", "plan.json", "--key"];
+        args.push(lead_key.to_str().expect("utf-8"));
+        args.extend_from_slice(extra);
+        berth(dir.path(), &args)
+    };
+    let out = as_lead(&[]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("add `--spec DIR`"),
         "{}",
         stderr(&out)
     );
 
-    // The named approver's approval passes the refusals; this apply then stops at the
+    // Approvals `apply` refuses, each with its reason, before any cluster: a foreign key,
+    // a forged one (signed by mallory, claiming the lead's key), an altered one, an expired
+    // one, one for another plan.
+    let mut forged = claim(plan_id, &mallory, None).sign(&mallory);
+    forged.claim.approver = keys::public_text(&lead.verifying_key());
+    let mut altered = claim(plan_id, &lead, None).sign(&lead);
+    altered.claim.expires_at = Some("2999-01-01T00:00:00Z".into());
+    let cases = [
+        (
+            claim(plan_id, &mallory, None).sign(&mallory),
+            "may not approve `ranker_training`: policy `platform` names `ml-platform-leads`",
+        ),
+        (forged, "does not verify under that key (altered or forged)"),
+        (
+            altered,
+            "does not verify under that key (altered or forged)",
+        ),
+        (
+            claim(plan_id, &lead, Some("2026-01-01T00:00:00Z")).sign(&lead),
+            "expired at `2026-01-01T00:00:00Z`",
+        ),
+        (
+            claim("sha256:another", &lead, None).sign(&lead),
+            "is for plan `sha256:another`, not this one",
+        ),
+    ];
+    for (approval, reason) in cases {
+        write_approvals(dir.path(), vec![approval]);
+        let out = apply_saved(dir.path());
+        let err = stderr(&out);
+        assert_eq!(code(&out), 1, "{reason}: {err}");
+        assert!(
+            err.contains("placements await approval: `ranker_training` (policy `platform`)"),
+            "{err}"
+        );
+        assert!(err.contains(reason), "{reason}: {err}");
+    }
+
+    // An unsigned approval of an earlier berth, and a file that is not one, are reported,
+    // not taken for "not approved".
+    let v1 = serde_json::json!({
+        "format": "berth.approval/v1",
+        "plan_id": plan_id,
+        "approved_by": "ml-platform-leads",
+        "approved_at": "2025-06-04T08:00:00Z",
+        "workloads": ["ranker_training"],
+    });
+    for text in [v1.to_string(), "{\"format\": ".to_string()] {
+        fs::write(dir.path().join("plan.approval.json"), text).expect("write");
+        let out = apply_saved(dir.path());
+        assert_eq!(code(&out), 1, "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("cannot read the approval `plan.approval.json`"),
+            "{}",
+            stderr(&out)
+        );
+    }
+
+    // The named approver's signed approval passes the refusals; this apply then stops at the
     // missing kubeconfig, not at the approval.
     fs::remove_file(dir.path().join("plan.approval.json")).expect("remove");
-    let out = berth(
-        dir.path(),
-        &["approve", "plan.json", "--by", "ml-platform-leads"],
-    );
+    let out = as_lead(&["--spec", "spec", "--expires", "24h"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("approved `ranker_training` of plan"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("as `ml-platform-leads` (ed25519:"));
     let out = apply_saved(dir.path());
     let err = stderr(&out);
     assert!(!err.contains("approv"), "{err}");
+    let text = fs::read_to_string(dir.path().join("plan.approval.json")).expect("approvals");
+    let file: approval::ApprovalFile = serde_json::from_str(&text).expect("approval file");
+    assert_eq!(file.approvals.len(), 1);
+    assert!(file.approvals[0].claim.expires_at.is_some());
 }
 
 #[test]
@@ -702,7 +804,7 @@ fn a_plan_file_over_the_size_limit_is_refused_before_it_is_read() {
     for command in ["apply", "approve"] {
         let args: &[&str] = match command {
             "apply" => &["apply", "big.json", "--spec", "spec", "--dry-run"],
-            _ => &["approve", "big.json", "--by", "ops"],
+            _ => &["approve", "big.json", "--key", "ops.key"],
         };
         let out = berth(dir.path(), args);
         assert_ne!(code(&out), 0, "{command}");

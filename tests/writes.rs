@@ -41,11 +41,22 @@ fn with_example(name: &str) -> tempfile::TempDir {
         .join(name);
     for entry in fs::read_dir(from).expect("example") {
         let path = entry.expect("entry").path();
-        if path.extension().is_some_and(|e| e == "berth") {
+        if path
+            .extension()
+            .is_some_and(|e| e == "berth" || e == "trust")
+        {
             fs::copy(&path, spec.join(path.file_name().expect("name"))).expect("copy");
         }
     }
     dir
+}
+
+/// The training example's demo approver key.
+fn approver_key() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/training-and-inference/keys/ml-platform-leads.key")
+        .display()
+        .to_string()
 }
 
 fn mkfifo(path: &Path) {
@@ -274,17 +285,13 @@ fn approve_and_render_refuse_what_is_not_theirs_to_write() {
     let dir = with_example("training-and-inference");
     let out = berth(dir.path(), &["plan", "spec", "--at", AT, "-o", "plan.json"]);
     assert!(code(&out) <= 1, "{}", stderr(&out));
+    let key = approver_key();
+    let approve = ["approve", "plan.json", "--key", &key, "--spec", "spec"];
     mkfifo(&dir.path().join("plan.approval.json"));
-    let out = berth(
-        dir.path(),
-        &["approve", "plan.json", "--by", "ml-platform-leads"],
-    );
+    let out = berth(dir.path(), &approve);
     refused(&out, "`plan.approval.json` is a named pipe (FIFO)");
     fs::remove_file(dir.path().join("plan.approval.json")).expect("rm");
-    let out = berth(
-        dir.path(),
-        &["approve", "plan.json", "--by", "ml-platform-leads"],
-    );
+    let out = berth(dir.path(), &approve);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 
     let out = berth(dir.path(), &["render", "spec", "-o", "out"]);

@@ -158,6 +158,29 @@ fn identity_without_entitlement_holds_no_gpu() {
 }
 
 #[test]
+fn an_entitlement_expired_at_the_plan_instant_grants_nothing() {
+    // `chat`'s entitlement ran until the day before the plan instant: chat and embedder
+    // hold GPUs under an expired entitlement. One running a second longer than the instant
+    // still grants them.
+    let at = instant(&base_plan());
+    let mut ir = verify_kit::estate();
+    let chat = |ir: &mut berth_compiler::ir::Ir, until: Timestamp| {
+        for e in &mut ir.policy.entitlements {
+            if e.identity.name == "chat" {
+                e.until = Some(until.to_string());
+            }
+        }
+    };
+    chat(&mut ir, at - jiff::SignedDuration::from_hours(24));
+    insta::assert_snapshot!(violations_of(&ir, &base_plan()), @r#"
+    E0620: workload `chat` holds GPUs on `cloud_eu` but the entitlement of identity `service_account("chat")` expired at `2025-06-06T10:00:00Z`
+    E0620: workload `embedder` holds GPUs on `cloud_eu` but the entitlement of identity `service_account("chat")` expired at `2025-06-06T10:00:00Z`
+    "#);
+    chat(&mut ir, at + jiff::SignedDuration::from_secs(1));
+    assert!(violations_of(&ir, &base_plan()).starts_with("verified"));
+}
+
+#[test]
 fn without_entitlements_anyone_may_hold_gpus() {
     let mut ir = verify_kit::estate();
     ir.policy.entitlements.clear();

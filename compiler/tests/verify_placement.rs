@@ -399,6 +399,7 @@ fn build_policy(p: &PolicyShape) -> Policy {
                         .filter(|c| *c != EnvClass::Cloud)
                         .collect()
                 }),
+                until: None,
             });
         }
     }
@@ -436,6 +437,7 @@ fn build_policy(p: &PolicyShape) -> Policy {
             policy: "p".into(),
             cost_per_day_above: money(f64::from(above)),
             approvers: vec!["leads".into()],
+            trust: None,
         });
     }
     if p.reclaim {

@@ -7,13 +7,14 @@
 #   berth-pipeline.sh plan      the plan at the commit's time, saved;     → $OUT/plan.json
 #                               the merge request comment                 → $OUT/comment.md
 #                               whether it changes anything (0/1)         → $OUT/changes
-#   berth-pipeline.sh approve   the approval gate's record ($APPROVER)    → $OUT/plan.json.approval.json
+#   berth-pipeline.sh approve   the approval gate's signature ($APPROVER_KEY) → $OUT/plan.approval.json
 #   berth-pipeline.sh apply     the saved plan applied, waited for, under the apply lock
 #   berth-pipeline.sh status    replicas, GPU allocation, agents          → $OUT/status.json
 #
 # Environment: SPEC (the spec directory), OUT (where files go), BERTH (the binary; `berth`),
 # AT (the plan instant; default the commit's time, so a re-run plans the same), PREVIOUS_PLAN
-# (the plan last applied, for the comment's diff; optional), APPROVER, BUNDLES and BUNDLE_KEY
+# (the plan last applied, for the comment's diff; optional), APPROVER_KEY (the approver's
+# secret key file) and APPROVAL_EXPIRES (e.g. `24h`; optional), BUNDLES and BUNDLE_KEY
 # (edge targets' bundle store and signing key), AGENT_TOKEN_FILE (edge agents' API token),
 # KUBECONFIG. Secrets are read from files the CI system writes and are never echoed: this
 # script never runs with `set -x`.
@@ -62,8 +63,9 @@ plan)
     exit "$rc"
     ;;
 approve)
-    : "${APPROVER:?APPROVER: who approves, as the policy names them}"
-    "$BERTH" approve "$OUT/plan.json" --by "$APPROVER"
+    : "${APPROVER_KEY:?APPROVER_KEY: the secret key file of the approver, from berth keys generate}"
+    "$BERTH" approve "$OUT/plan.json" --key "$APPROVER_KEY" --spec "$SPEC" \
+        ${APPROVAL_EXPIRES:+--expires "$APPROVAL_EXPIRES"}
     ;;
 apply)
     args=(apply "$OUT/plan.json" --spec "$SPEC" --wait --timeout "${WAIT_SECONDS:-600}"

@@ -141,6 +141,8 @@ codes! {
     InvalidTaint = "E0324", "invalid taint";
     /// A division by zero in a constant expression.
     DivisionByZero = "E0325", "division by zero";
+    /// An instant (an entitlement's `until`) that is not an RFC 3339 time.
+    InvalidInstant = "E0326", "invalid instant";
 
     // ---- E04xx: semantic checks ----
     /// A model variant that needs more GPU memory than any accelerator it may run on has.

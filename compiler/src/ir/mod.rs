@@ -513,6 +513,19 @@ pub struct Entitlement {
     pub accelerators: Option<Vec<AcceleratorId>>,
     /// Allowed environment classes; `None` means any.
     pub environments: Option<Vec<EnvClass>>,
+    /// When it expires (RFC 3339, UTC): at a plan instant at or after it, it grants nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+}
+
+impl Entitlement {
+    /// Whether it has expired at `at` (an unreadable `until`, which semantics refuses, counts
+    /// as expired: nothing is granted on a time nobody can read).
+    pub fn expired_at(&self, at: jiff::Timestamp) -> bool {
+        self.until
+            .as_deref()
+            .is_some_and(|u| u.parse::<jiff::Timestamp>().ok().is_none_or(|u| u <= at))
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -580,7 +593,11 @@ pub struct Approval {
     pub policy: String,
     /// A workload whose `cost_per_day` is above this awaits approval.
     pub cost_per_day_above: Money,
+    /// Public keys (`berth-ed25519-public:HEX`) or names the `trust` file maps to keys.
     pub approvers: Vec<String>,
+    /// The trust file naming approvers' keys, relative to the spec's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

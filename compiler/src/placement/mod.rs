@@ -194,6 +194,7 @@ impl Solved<'_> {
                 policy: rule.policy.clone(),
                 threshold: rule.cost_per_day_above,
                 approvers: rule.approvers.clone(),
+                trust: rule.trust.clone(),
             });
         let fallback = workload
             .placement

@@ -42,6 +42,8 @@ pub enum NotEntitled {
     Environment = 1,
     /// None of the target's usable pools has an entitled accelerator.
     Accelerator = 2,
+    /// The identity's entitlements have all expired (`until`) at the plan instant.
+    Expired = 3,
 }
 
 impl NotEntitled {
@@ -55,7 +57,8 @@ impl NotEntitled {
         let kind = match d & 3 {
             0 => NotEntitled::NoEntitlement,
             1 => NotEntitled::Environment,
-            _ => NotEntitled::Accelerator,
+            2 => NotEntitled::Accelerator,
+            _ => NotEntitled::Expired,
         };
         (kind, d >> 2)
     }
@@ -94,8 +97,12 @@ pub struct Cap {
 pub struct PolicyContext {
     /// Per `Policy::windows`, whether it is in effect at the plan instant.
     pub window_in_effect: Vec<bool>,
-    /// Per workload, the entitlements naming its identity (all of them apply).
+    /// Per workload, the entitlements naming its identity in force at the plan instant (all
+    /// of them apply).
     pub entitlements_of: Vec<Vec<u32>>,
+    /// Per workload, those that expired before the plan instant (`until`): they grant nothing
+    /// and are named when they were all it had.
+    pub expired_of: Vec<Vec<u32>>,
     pub any_entitlement: bool,
     pub caps: Vec<Cap>,
     /// Per workload, the caps it counts against (indexes into `caps`).
@@ -106,6 +113,16 @@ impl PolicyContext {
     pub fn new(ir: &Ir, at: Timestamp) -> Self {
         let policy = &ir.policy;
         let mut ctx = PolicyContext::without_caps(ir);
+        let (in_force, expired): (Vec<Vec<u32>>, Vec<Vec<u32>>) = ctx
+            .entitlements_of
+            .iter()
+            .map(|own| {
+                own.iter()
+                    .partition(|&&e| !policy.entitlements[e as usize].expired_at(at))
+            })
+            .unzip();
+        ctx.entitlements_of = in_force;
+        ctx.expired_of = expired;
         ctx.window_in_effect = policy
             .windows
             .iter()
@@ -117,7 +134,9 @@ impl PolicyContext {
             });
         }
         for (i, e) in policy.entitlements.iter().enumerate() {
-            if let Some(max) = e.max_gpu {
+            if let Some(max) = e.max_gpu
+                && !e.expired_at(at)
+            {
                 ctx.add_cap(CapSource::Entitlement(i as u32), max, |w| {
                     ir.workloads[w].identity == e.identity
                 });
@@ -148,6 +167,7 @@ impl PolicyContext {
             .collect();
         PolicyContext {
             window_in_effect: vec![false; policy.windows.len()],
+            expired_of: vec![Vec::new(); entitlements_of.len()],
             entitlements_of,
             any_entitlement: !policy.entitlements.is_empty(),
             caps: Vec::new(),
@@ -295,10 +315,12 @@ impl PolicyContext {
         let units = gpu_units(&ir.workloads[w]);
         let own = self.entitlements_of.get(w).map_or(&[][..], Vec::as_slice);
         if own.is_empty() {
-            return if self.any_entitlement && units > 0 {
-                Verdict::reject(Reason::NotEntitled, NotEntitled::NoEntitlement.detail(0))
-            } else {
-                Verdict::OK
+            if !(self.any_entitlement && units > 0) {
+                return Verdict::OK;
+            }
+            return match self.expired_of.get(w).and_then(|e| e.first()) {
+                Some(&e) => Verdict::reject(Reason::NotEntitled, NotEntitled::Expired.detail(e)),
+                None => Verdict::reject(Reason::NotEntitled, NotEntitled::NoEntitlement.detail(0)),
             };
         }
         let class = index.class[t];

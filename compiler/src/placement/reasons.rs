@@ -437,6 +437,15 @@ impl Solved<'_> {
                 ent_site,
                 Site::Target(t, vec!["class".into()]),
             ),
+            (NotEntitled::Expired, Some(ent)) => (
+                format!(
+                    "the entitlement of `{}` expired at `{}`",
+                    wl.identity,
+                    ent.until.as_deref().unwrap_or("?")
+                ),
+                ent_site,
+                Site::Workload(w, vec!["identity".into()]),
+            ),
             (NotEntitled::Accelerator, Some(ent)) => {
                 let mut offered: Vec<&str> = ir.targets[t]
                     .pools

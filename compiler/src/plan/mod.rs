@@ -203,7 +203,12 @@ pub struct SourceRef {
 pub struct ApprovalRequired {
     pub policy: String,
     pub threshold: Money,
+    /// Public keys or names of approvers (the runtime checks approvals' signatures against
+    /// them: a name through the `trust` file).
     pub approvers: Vec<String>,
+    /// The policy's trust file (names to public keys), relative to the spec's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

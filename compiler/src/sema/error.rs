@@ -187,6 +187,10 @@ pub enum SemaError {
     DivisionByZero {
         span: Span,
     },
+    InvalidInstant {
+        text: String,
+        span: Span,
+    },
 
     // ---------------------------------------------------------------- semantic checks
     VariantTooLarge {
@@ -614,6 +618,13 @@ impl SemaError {
             E::DivisionByZero { span } => {
                 Diagnostic::error(Code::DivisionByZero, "division by zero", *span)
             }
+            E::InvalidInstant { text, span } => Diagnostic::error(
+                Code::InvalidInstant,
+                format!("`{text}` is not an instant"),
+                *span,
+            )
+            .primary_label("not an RFC 3339 time")
+            .help("write a time with its offset, such as `2026-12-31T00:00:00Z`"),
 
             E::VariantTooLarge {
                 variant,

@@ -772,6 +772,13 @@ pub static ENTITLE: BlockSchema = BlockSchema {
             Presence::Default("any"),
             "The environment classes it may use.",
         ),
+        value(
+            "until",
+            Ty::Str,
+            OPT,
+            "When it expires (RFC 3339, `2026-12-31T00:00:00Z`): from then on, at the plan \
+             instant, the identity has no entitlement.",
+        ),
     ],
 };
 
@@ -800,12 +807,22 @@ pub static LIMIT: BlockSchema = BlockSchema {
 pub static APPROVAL: BlockSchema = BlockSchema {
     name: "approval",
     doc: "Who approves a workload above a cost.",
-    fields: &[value(
-        "approvers",
-        Ty::List(&Ty::Str),
-        REQ,
-        "Who may approve.",
-    )],
+    fields: &[
+        value(
+            "approvers",
+            Ty::List(&Ty::Str),
+            REQ,
+            "Who may approve: public keys (`berth-ed25519-public:…`, a `berth keys generate` \
+             `.pub` file's text) or names listed in the `trust` file.",
+        ),
+        value(
+            "trust",
+            Ty::Str,
+            OPT,
+            "A file, relative to the spec's directory, of lines `NAME PUBLIC-KEY`: the keys \
+             of the approvers named.",
+        ),
+    ],
 };
 
 // ---------------------------------------------------------------- catalogue records (std library)

@@ -179,6 +179,7 @@ impl IrBuilder {
             max_gpu,
             accelerators,
             environments: environments.map(<[EnvClass]>::to_vec),
+            until: None,
         });
         self
     }
@@ -224,6 +225,7 @@ impl IrBuilder {
             policy: "governance".into(),
             cost_per_day_above: money(above),
             approvers: approvers.iter().map(|s| (*s).into()).collect(),
+            trust: None,
         });
         self
     }

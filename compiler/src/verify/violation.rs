@@ -64,6 +64,8 @@ pub enum Entitlement {
     Accelerator { policy: String, accelerator: String },
     /// The target's class is not among the entitled environments.
     Environment { policy: String, class: String },
+    /// Its only entitlements expired before the plan instant.
+    Expired { policy: String, until: String },
 }
 
 /// What is wrong with a listed fallback target.
@@ -600,6 +602,9 @@ impl Violation {
                 ),
                 Entitlement::Environment { class, .. } => format!(
                     "identity `{identity}` is not entitled to `{class}` targets (workload `{workload}` on `{target}`)"
+                ),
+                Entitlement::Expired { until, .. } => format!(
+                    "workload `{workload}` holds GPUs on `{target}` but the entitlement of identity `{identity}` expired at `{until}`"
                 ),
             },
             V::Denied {

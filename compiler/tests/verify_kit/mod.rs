@@ -419,6 +419,7 @@ pub fn estate() -> Ir {
                 max_gpu: Some(4),
                 accelerators: Some(vec![AcceleratorId(L4), AcceleratorId(ORIN)]),
                 environments: Some(vec![Factory]),
+                until: None,
             },
             Entitlement {
                 policy: g.clone(),
@@ -426,6 +427,7 @@ pub fn estate() -> Ir {
                 max_gpu: Some(12),
                 accelerators: Some(vec![AcceleratorId(H100)]),
                 environments: None,
+                until: None,
             },
             Entitlement {
                 policy: g.clone(),
@@ -433,6 +435,7 @@ pub fn estate() -> Ir {
                 max_gpu: Some(8),
                 accelerators: None,
                 environments: None,
+                until: None,
             },
         ],
         quotas: vec![Quota {
@@ -468,6 +471,7 @@ pub fn estate() -> Ir {
             policy: g.clone(),
             cost_per_day_above: money(500.0),
             approvers: vec!["platform-leads".into()],
+            trust: None,
         }],
         reclaims: vec![Reclaim {
             policy: g,

@@ -3,12 +3,12 @@
 //! refusals that keep a stale, unapproved or unverified plan off the targets, with the
 //! approval file they read (`berth approve` writes it).
 
+use super::approval::{APPROVALS_FORMAT, ApprovalFile, ApprovalProblem, Approvers, TrustError};
 use crate::files::{self, FsReader};
 use crate::report::{Exit, OutputFormat, Ui};
 use berth_compiler::driver;
 use berth_compiler::ir::Ir;
 use berth_compiler::plan::{self, Plan};
-use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -30,6 +30,8 @@ pub struct PlanInput {
     pub plan: Plan,
     /// The saved plan's path (where its approval file lives); `None` for a spec planned now.
     pub path: Option<PathBuf>,
+    /// The spec's directory (where the policy's trust files are read).
+    pub spec_dir: Option<PathBuf>,
     /// Every file read to make this input (the spec's sources, the saved plan): what no
     /// command may write over.
     pub inputs: Vec<PathBuf>,
@@ -61,14 +63,15 @@ pub enum Refusal {
     DigestMismatch { recorded: String, computed: String },
     /// The verifier rejects the plan.
     Unverified(Vec<String>),
-    /// Workloads whose placements await approval: `(workload, policy)`.
-    AwaitingApproval(Vec<(String, String)>),
-    /// An approval by someone the policy does not name as an approver.
-    ApproverNotAllowed {
-        approved_by: String,
-        workloads: Vec<NotAllowed>,
+    /// Workloads whose placements await approval: `(workload, policy)`, and why the
+    /// approvals in the plan's approval file did not answer them.
+    AwaitingApproval {
+        waiting: Vec<(String, String)>,
+        not_accepted: Vec<ApprovalProblem>,
     },
-    /// The plan's approval file exists but cannot be read as an approval.
+    /// The approvers of a policy cannot be resolved to keys.
+    Trust(TrustError),
+    /// The plan's approval file exists but cannot be read as approvals.
     BadApproval { path: PathBuf, error: String },
     /// Not one replica of the plan is placed: applying it would change nothing and say so
     /// as if all were well.
@@ -86,20 +89,23 @@ impl fmt::Display for Refusal {
             Refusal::Unverified(v) => {
                 write!(f, "the plan fails verification: {}", v.join("; "))
             }
-            Refusal::AwaitingApproval(w) => {
-                let list: Vec<String> = w
+            Refusal::AwaitingApproval {
+                waiting,
+                not_accepted,
+            } => {
+                let list: Vec<String> = waiting
                     .iter()
                     .map(|(w, p)| format!("`{w}` (policy `{p}`)"))
                     .collect();
-                write!(f, "placements await approval: {}", list.join(", "))
+                write!(f, "placements await approval: {}", list.join(", "))?;
+                if !not_accepted.is_empty() {
+                    let problems: Vec<String> =
+                        not_accepted.iter().map(ToString::to_string).collect();
+                    write!(f, "; not accepted: {}", problems.join("; "))?;
+                }
+                Ok(())
             }
-            Refusal::ApproverNotAllowed {
-                approved_by,
-                workloads,
-            } => {
-                let list: Vec<String> = workloads.iter().map(NotAllowed::to_string).collect();
-                write!(f, "`{approved_by}` may not approve {}", list.join("; "))
-            }
+            Refusal::Trust(e) => write!(f, "{e}"),
             Refusal::BadApproval { path, error } => {
                 write!(f, "cannot read the approval `{}`: {error}", path.display())
             }
@@ -114,14 +120,12 @@ impl Refusal {
             Refusal::SpecErrors(_) => "run `berth check` on the spec",
             Refusal::DigestMismatch { .. } => "plan again from the current spec",
             Refusal::Unverified(_) => "plan again; a plan that fails verification is never applied",
-            Refusal::AwaitingApproval(_) => {
-                "save the plan, then `berth approve PLAN --by NAME` and apply the saved plan"
+            Refusal::AwaitingApproval { .. } => {
+                "save the plan, then `berth approve PLAN --key KEY` with the key of an approver the policy names, and apply the saved plan"
             }
-            Refusal::ApproverNotAllowed { .. } => {
-                "only an approver the policy names may approve its placements: `berth approve PLAN --by NAME` with one of them"
-            }
+            Refusal::Trust(e) => e.hint(),
             Refusal::BadApproval { .. } => {
-                "an approval is the JSON `berth approve PLAN --by NAME` writes; approve again"
+                "an approval file is the JSON `berth approve PLAN --key KEY` writes; approve again"
             }
             Refusal::NothingPlaced => {
                 "`berth explain SPEC WORKLOAD` says why each target was rejected"
@@ -129,62 +133,6 @@ impl Refusal {
         }
     }
 }
-
-/// A workload someone approved who is not among the approvers its policy names.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NotAllowed {
-    pub workload: String,
-    pub policy: String,
-    /// Who may approve it (the policy's `approvers`).
-    pub approvers: Vec<String>,
-}
-
-impl fmt::Display for NotAllowed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let approvers: Vec<String> = self.approvers.iter().map(|a| format!("`{a}`")).collect();
-        write!(
-            f,
-            "`{}`: policy `{}` names {}",
-            self.workload,
-            self.policy,
-            approvers.join(", ")
-        )
-    }
-}
-
-/// The workloads of `plan` awaiting approval that `by` may not approve: those whose policy
-/// names approvers, none of them `by` (a policy that names none lets anyone approve).
-pub fn not_allowed(plan: &Plan, by: &str) -> Vec<NotAllowed> {
-    plan.workloads
-        .iter()
-        .filter_map(|w| {
-            let a = w.approval.as_ref()?;
-            let allowed = a.approvers.is_empty() || a.approvers.iter().any(|n| n == by);
-            (!allowed).then(|| NotAllowed {
-                workload: w.workload.clone(),
-                policy: a.policy.clone(),
-                approvers: a.approvers.clone(),
-            })
-        })
-        .collect()
-}
-
-/// What an approval file holds: who approved which plan.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ApprovalRecord {
-    /// Always `berth.approval/v1`.
-    pub format: String,
-    /// The approved plan's id: the approval is void for any other plan.
-    pub plan_id: String,
-    pub approved_by: String,
-    /// RFC 3339, UTC.
-    pub approved_at: String,
-    /// The workloads that awaited approval.
-    pub workloads: Vec<String>,
-}
-
-pub(super) const APPROVAL_FORMAT: &str = "berth.approval/v1";
 
 /// The approval file of a saved plan: `plan.json` → `plan.approval.json`; any other name has
 /// `.approval.json` appended (`plans/2025.06` → `plans/2025.06.approval.json`: cutting at the
@@ -244,6 +192,7 @@ pub fn load_input(args: &PlanInputArgs) -> Result<Result<PlanInput, Refusal>, In
         ir,
         plan,
         path: Some(args.input.clone()),
+        spec_dir: Some(spec.clone()),
         inputs,
     }))
 }
@@ -277,6 +226,7 @@ fn plan_spec(path: &Path) -> Result<Result<PlanInput, Refusal>, InputProblem> {
             ir: planned.ir,
             plan: planned.plan,
             path: None,
+            spec_dir: Some(path.to_path_buf()),
             inputs,
         })),
         Err(driver::PlanFailure::Spec(diags)) => Ok(Err(Refusal::SpecErrors(
@@ -303,45 +253,59 @@ pub fn unapproved(input: &PlanInput) -> Option<Refusal> {
     if waiting.is_empty() {
         return None;
     }
-    let approved = match input.path.as_deref().map(approval_path) {
+    let approvers = match Approvers::resolve(&input.plan, input.spec_dir.as_deref()) {
+        Ok(approvers) => approvers,
+        Err(e) => return Some(Refusal::Trust(e)),
+    };
+    let file = match input.path.as_deref().map(approval_path) {
         None => None,
-        Some(path) => match read_approval(&path) {
-            Ok(record) => record,
+        Some(path) => match read_approvals(&path) {
+            Ok(file) => file,
             Err(error) => return Some(Refusal::BadApproval { path, error }),
         },
-    }
-    .filter(|r| r.format == APPROVAL_FORMAT && r.plan_id == input.plan.plan_id);
-    if let Some(record) = &approved {
-        // The approval must come from an approver of each policy it answers.
-        let workloads: Vec<NotAllowed> = not_allowed(&input.plan, &record.approved_by)
-            .into_iter()
-            .filter(|n| record.workloads.contains(&n.workload))
-            .collect();
-        if !workloads.is_empty() {
-            return Some(Refusal::ApproverNotAllowed {
-                approved_by: record.approved_by.clone(),
-                workloads,
-            });
-        }
-    }
+    };
+    let checked = file
+        .map(|f| approvers.check(&input.plan.plan_id, &f, jiff::Timestamp::now()))
+        .unwrap_or_default();
     let missing: Vec<(String, String)> = waiting
         .into_iter()
-        .filter(|(w, _)| !approved.as_ref().is_some_and(|r| r.workloads.contains(w)))
+        .filter(|(w, _)| !checked.approved.contains_key(w))
         .collect();
-    (!missing.is_empty()).then_some(Refusal::AwaitingApproval(missing))
+    (!missing.is_empty()).then_some(Refusal::AwaitingApproval {
+        waiting: missing,
+        not_accepted: checked.problems,
+    })
 }
 
 /// The approval file at `path`: `None` when there is none, an error when it exists but is
-/// not an approval (never silently taken for "not approved").
-fn read_approval(path: &Path) -> Result<Option<ApprovalRecord>, String> {
+/// not a file of approvals (never silently taken for "not approved").
+pub(super) fn read_approvals(path: &Path) -> Result<Option<ApprovalFile>, String> {
+    // Never open what is not a regular file (a FIFO would block the read forever).
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+        Ok(meta) if !meta.is_file() => return Err("not a regular file".to_string()),
+        Ok(_) => {}
+    }
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.to_string()),
     };
-    serde_json::from_str(&text)
-        .map(Some)
-        .map_err(|e| e.to_string())
+    let file: ApprovalFile = serde_json::from_str(&text).map_err(|e| {
+        if text.contains("berth.approval/v1") {
+            "an unsigned approval of an earlier berth (approvals are signatures now)".to_string()
+        } else {
+            e.to_string()
+        }
+    })?;
+    if file.format != APPROVALS_FORMAT {
+        return Err(format!(
+            "format `{}`, not `{APPROVALS_FORMAT}`",
+            file.format
+        ));
+    }
+    Ok(Some(file))
 }
 
 pub(super) fn input_problem(problem: &InputProblem, ui: &mut Ui<'_>) -> io::Result<Exit> {

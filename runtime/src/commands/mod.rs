@@ -21,6 +21,7 @@
 
 pub mod agent;
 pub mod apply;
+pub mod approval;
 pub mod approve;
 pub mod check;
 pub mod diff;

@@ -142,12 +142,26 @@ pub fn lower_policies<'a>(ck: &mut Checker<'a>, ir: &mut Ir, spans: &mut SpanTab
                             .filter_map(|(v, _)| member_of(Some(v)).and_then(EnvClass::from_name))
                             .collect()
                     });
+                    let until = f.get("until").and_then(|v| {
+                        let text = str_of(Some(v))?;
+                        match text.parse::<jiff::Timestamp>() {
+                            Ok(at) => Some(at.to_string()),
+                            Err(_) => {
+                                ck.error(SemaError::InvalidInstant {
+                                    text,
+                                    span: f.span("until"),
+                                });
+                                None
+                            }
+                        }
+                    });
                     ir.policy.entitlements.push(Entitlement {
                         policy: pname.clone(),
                         identity,
                         max_gpu: u32_of(f.get("gpu")),
                         accelerators,
                         environments,
+                        until,
                     });
                     spans.entitlements.push(rule.span);
                 }
@@ -225,11 +239,13 @@ pub fn lower_policies<'a>(ck: &mut Checker<'a>, ir: &mut Ir, spans: &mut SpanTab
                         .iter()
                         .filter_map(|(v, _)| str_of(Some(v)))
                         .collect();
+                    let trust = str_of(f.get("trust"));
                     let Some(above) = above else { continue };
                     ir.policy.approvals.push(Approval {
                         policy: pname.clone(),
                         cost_per_day_above: Money(i64::try_from(above).unwrap_or(i64::MAX)),
                         approvers,
+                        trust,
                     });
                     spans.approvals.push(rule.span);
                 }

@@ -73,6 +73,7 @@ impl<'a> Verifier<'a> {
                     rec.policy == a.policy
                         && rec.threshold == a.cost_per_day_above
                         && rec.approvers == a.approvers
+                        && rec.trust == a.trust
                 })
             };
             match (recorded, exceeded.first()) {

@@ -53,15 +53,19 @@ impl<'a> Verifier<'a> {
         }
         let spec = self.workload(w);
         let target = &ir.targets[t.index()];
-        let own: Vec<_> = entitlements
+        // What has expired at the plan instant grants nothing.
+        let (own, expired): (Vec<_>, Vec<_>) = entitlements
             .iter()
             .filter(|e| e.identity == spec.identity)
-            .collect();
+            .partition(|e| !e.expired_at(self.at));
         if own.is_empty() {
-            return if holds_gpus {
-                vec![Entitlement::None]
-            } else {
-                Vec::new()
+            return match (holds_gpus, expired.first()) {
+                (false, _) => Vec::new(),
+                (true, Some(e)) => vec![Entitlement::Expired {
+                    policy: e.policy.clone(),
+                    until: e.until.clone().unwrap_or_default(),
+                }],
+                (true, None) => vec![Entitlement::None],
             };
         }
         let pool = pool.and_then(|i| target.pools.get(i));
@@ -110,6 +114,10 @@ impl<'a> Verifier<'a> {
         }
         for (i, e) in entitlements.iter().enumerate() {
             let Some(max) = e.max_gpu else { continue };
+            if e.expired_at(self.at) {
+                // Grants nothing: its holders are reported as not entitled above.
+                continue;
+            }
             let used = self.gpus_where(|w| w.identity == e.identity);
             if used > u64::from(max) {
                 found.push(Violation::OverEntitlement {

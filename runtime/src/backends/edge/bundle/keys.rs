@@ -81,6 +81,23 @@ fn read_hex32(path: &Path, prefix: &str, expected: &'static str) -> Result<[u8; 
         .ok_or_else(format)
 }
 
+/// A public key as `berth keys generate` writes it (`berth-ed25519-public:HEX`): the text a
+/// policy's `approvers` and trust files hold.
+pub fn public_text(key: &VerifyingKey) -> String {
+    format!("{PUBLIC_PREFIX}{}", hex(key.as_bytes()))
+}
+
+/// The key in `berth-ed25519-public:HEX` text; `None` for anything else.
+pub fn parse_public(text: &str) -> Option<VerifyingKey> {
+    let bytes = from_hex(text.trim().strip_prefix(PUBLIC_PREFIX)?)?;
+    VerifyingKey::from_bytes(&<[u8; 32]>::try_from(bytes).ok()?).ok()
+}
+
+/// Whether `text` is meant as a public key (it may still be malformed).
+pub fn looks_public(text: &str) -> bool {
+    text.trim().starts_with(PUBLIC_PREFIX)
+}
+
 pub fn read_signing(path: &Path) -> Result<SigningKey, KeyError> {
     read_hex32(path, SECRET_PREFIX, "secret").map(|seed| SigningKey::from_bytes(&seed))
 }
