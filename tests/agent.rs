@@ -925,6 +925,45 @@ fn an_idle_notebook_is_reclaimed_at_its_threshold_and_not_before() {
         .expect("a reclaim event");
     assert_eq!(reclaim["workload"], "notebook");
     assert!(events.iter().any(|e| e["kind"] == "gpu_sample"));
+    // The agent's audit trail holds the bundle it accepted and the reclaim, chained.
+    let log = root.join("state/audit.redb");
+    let out = Command::new(BERTH)
+        .args(["audit", "--jsonl", "--log"])
+        .arg(&log)
+        .output()
+        .expect("berth audit");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    let actions: Vec<&str> = records
+        .iter()
+        .filter_map(|r| r["action"].as_str())
+        .collect();
+    assert_eq!(actions, ["bundle_accepted", "reclaimed"], "{records:#?}");
+    assert_eq!(records[0]["actor"], "agent:site");
+    assert!(
+        records[0]["detail"]["signed_by"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("ed25519:"))
+    );
+    assert_eq!(records[1]["detail"]["workload"], "notebook");
+    assert_eq!(records[1]["detail"]["evidence"]["policy"], "idle_notebooks");
+    let verify = Command::new(BERTH)
+        .args(["audit", "--verify", "--log"])
+        .arg(&log)
+        .output()
+        .expect("berth audit --verify");
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
 }
 
 #[test]

@@ -82,6 +82,9 @@ pub enum Command {
     /// Pull a model artifact into a staging directory and verify its digest (`--check`: is it
     /// there?). Run by the staging Job and init container berth renders on Kubernetes.
     Fetch(commands::fetch::FetchArgs),
+    /// The audit trail of plans saved, approvals, applies, reclaims and bundles accepted:
+    /// shown, verified (`--verify`: the hash chain) or exported (`--jsonl`).
+    Audit(commands::audit::AuditArgs),
 }
 
 impl Command {
@@ -104,6 +107,7 @@ impl Command {
             Command::Status(_) => "status",
             Command::Fetch(_) => "fetch",
             Command::Top(_) => "top",
+            Command::Audit(_) => "audit",
         }
     }
 }
@@ -245,6 +249,7 @@ fn dispatch(command: Command, ui: &mut Ui<'_>) -> io::Result<Exit> {
         Command::Status(args) => commands::status::run(&args, ui),
         Command::Fetch(args) => commands::fetch::run(&args, ui),
         Command::Top(args) => commands::top::run(&args, ui),
+        Command::Audit(args) => commands::audit::run(&args, ui),
     }
 }
 

@@ -16,6 +16,7 @@
 //! - [`tasks`]: the async runtime and shutdown signal of the commands that wait.
 
 pub mod agent;
+pub mod audit;
 pub mod backends;
 pub mod cli;
 pub mod commands;

@@ -52,6 +52,9 @@ pub enum Feed {
 }
 
 /// Which GPU probe to use.
+/// The agent's audit trail, in its state directory (`berth audit --log STATE/audit.redb`).
+pub const AUDIT_LOG: &str = "audit.redb";
+
 pub enum GpuChoice {
     Nvml,
     Recorded(PathBuf),
@@ -233,6 +236,29 @@ impl Agent {
     }
 
     /// Records an agent-level event (kept as long as the longest workload buffer).
+    /// Appends to the agent's audit trail (`STATE/audit.redb`); a failure is logged, never
+    /// fatal (the act has happened).
+    fn audit(
+        &self,
+        action: crate::audit::Action,
+        (target, plan_id): (&str, &str),
+        detail: serde_json::Value,
+    ) {
+        let target = Some(target.to_string());
+        let entry = crate::audit::Entry {
+            actor: format!("agent:{}", target.as_deref().unwrap_or("unknown")),
+            action,
+            plan_id: plan_id.to_string(),
+            target,
+            outcome: "ok".into(),
+            detail,
+        };
+        let log = crate::audit::AuditLog::at(self.config.state_dir.join(AUDIT_LOG));
+        if let Err(e) = log.append(entry) {
+            tracing::warn!("audit: the record was not written: {e}");
+        }
+    }
+
     pub fn record(&self, kind: &'static str, workload: Option<&str>, detail: serde_json::Value) {
         let keep_ns = self
             .current()
@@ -424,6 +450,18 @@ impl Agent {
         self.state
             .accept_bundle(stored, etag, event, now_ms())
             .map_err(|e| e.to_string())?;
+        let signer = match &self.config.feed {
+            Feed::Pull { trust, .. } => {
+                let hex = berth_compiler::plan::hex(trust.as_bytes());
+                format!("ed25519:{}", &hex[..16])
+            }
+            _ => "unknown".to_string(),
+        };
+        self.audit(
+            crate::audit::Action::BundleAccepted,
+            (&bundle.target, &bundle.plan_id),
+            serde_json::json!({ "generation": bundle.generation, "signed_by": signer }),
+        );
         let floor = floor::Floor::of(&bundle);
         if let Err(e) = floor::write(&self.config.state_dir, &floor) {
             // The database holds the bundle: admission stays guarded while it is sound.
@@ -719,14 +757,16 @@ impl Agent {
                         let _ = self.state.set_meta("reclaimed", &bytes);
                     }
                 }
-                self.record(
-                    "reclaim",
-                    Some(&w.name),
-                    serde_json::json!({
-                        "policy": rule.policy,
-                        "idle_ms": idle.as_millis() as u64,
-                        "gpus": w.gpus_per_replica * w.replicas,
-                    }),
+                let detail = serde_json::json!({
+                    "policy": rule.policy,
+                    "idle_ms": idle.as_millis() as u64,
+                    "gpus": w.gpus_per_replica * w.replicas,
+                });
+                self.record("reclaim", Some(&w.name), detail.clone());
+                self.audit(
+                    crate::audit::Action::Reclaimed,
+                    (&bundle.target, &bundle.plan_id),
+                    serde_json::json!({ "workload": w.name, "evidence": detail }),
                 );
             }
         }

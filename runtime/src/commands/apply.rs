@@ -99,21 +99,78 @@ fn apply(args: &ApplyArgs, ui: &mut Ui<'_>) -> io::Result<(Exit, bool)> {
     let clusters = !rendered.clusters.is_empty() || !rendered.gitops.is_empty();
     let mut exit = Exit::Clean;
     let mut changes = edge;
+    let mut audit = Audit {
+        plan_id: &input.plan.plan_id,
+        dry_run: args.dry_run,
+        warnings: Vec::new(),
+    };
     if clusters || !edge {
-        let (cluster_exit, cluster_changes) = apply_clusters(args, &rendered, ui)?;
+        let (cluster_exit, cluster_changes) = apply_clusters(args, &rendered, &mut audit, ui)?;
         exit = cluster_exit;
         changes |= cluster_changes;
     }
     if edge && !args.dry_run && exit == Exit::Clean {
         exit = edge::apply::run(&input.ir, &input.plan, &args.edge, ui)?;
+        let outcome = (exit != Exit::Clean).then(|| "failed (see the apply's output)".to_string());
+        for target in edge::apply::targets(&input.ir, &input.plan) {
+            audit.applied(
+                target,
+                outcome.clone(),
+                serde_json::json!({"runtime": "edge"}),
+            );
+        }
+    }
+    for warning in &audit.warnings {
+        ui.status(warning)?;
     }
     Ok((exit, changes))
+}
+
+/// The apply's records in the audit trail ([`crate::audit`]): one per target applied (none in
+/// a dry run).
+struct Audit<'a> {
+    plan_id: &'a str,
+    dry_run: bool,
+    /// Records that could not be written, said once the apply is done.
+    warnings: Vec<String>,
+}
+
+impl Audit<'_> {
+    fn applied(&mut self, target: &str, failure: Option<String>, detail: serde_json::Value) {
+        self.applied_as(crate::audit::local_actor(), target, failure, detail);
+    }
+
+    fn applied_as(
+        &mut self,
+        actor: String,
+        target: &str,
+        failure: Option<String>,
+        detail: serde_json::Value,
+    ) {
+        if self.dry_run {
+            return;
+        }
+        let warning = crate::audit::record(crate::audit::Entry {
+            actor,
+            action: crate::audit::Action::Applied,
+            plan_id: self.plan_id.to_string(),
+            target: Some(target.to_string()),
+            outcome: failure.map_or_else(|| "ok".to_string(), |f| format!("failed: {f}")),
+            detail,
+        });
+        if let Some(w) = warning
+            && !self.warnings.contains(&w)
+        {
+            self.warnings.push(w);
+        }
+    }
 }
 
 /// The Kubernetes and Arc part of `berth apply`.
 fn apply_clusters(
     args: &ApplyArgs,
     rendered: &k8s::render::Rendered,
+    audit: &mut Audit<'_>,
     ui: &mut Ui<'_>,
 ) -> io::Result<(Exit, bool)> {
     let options = k8s::apply::Options {
@@ -181,8 +238,43 @@ fn apply_clusters(
             flux.calls
         ))?;
     }
-    let (exit, cluster_changes) = k8s::apply::run(rendered, &options, other, other_failed, ui)?;
-    Ok((exit, changes || cluster_changes))
+    // An Arc target is applied when its commit and its cluster's Flux configuration are.
+    for r in &repos {
+        for target in &r.targets {
+            let flux_failure = flux
+                .sites
+                .iter()
+                .filter(|s| s.targets.contains(target))
+                .find_map(|s| s.outcome.as_ref().err())
+                .map(|e| format!("Flux configuration: {e}"));
+            let failure = match &r.outcome {
+                Outcome::Failed(e) => Some(e.clone()),
+                _ => flux_failure,
+            };
+            audit.applied(
+                target,
+                failure,
+                serde_json::json!({"runtime": "arc", "repo": r.repo, "branch": r.branch}),
+            );
+        }
+    }
+    let applied = k8s::apply::run(rendered, &options, other, other_failed, ui)?;
+    for (context, failure, user) in &applied.contexts {
+        let actor = format!(
+            "kubeconfig:{}@{context}",
+            user.as_deref().unwrap_or("unknown")
+        );
+        let cluster = rendered.clusters.iter().find(|c| &c.context == context);
+        for target in cluster.map(|c| c.targets.as_slice()).unwrap_or_default() {
+            audit.applied_as(
+                actor.clone(),
+                target,
+                failure.clone(),
+                serde_json::json!({"runtime": "kubernetes", "context": context}),
+            );
+        }
+    }
+    Ok((applied.exit, changes || applied.changes))
 }
 
 /// `arc cluster `eu-gpu` (`cloud_eu`): Flux extension present; configuration `berth` updated`

@@ -129,6 +129,23 @@ pub fn run(args: &ApproveArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         ui.problem(&e, Some(e.hint()))?;
         return Ok(e.exit());
     }
+    let signed = file.approvals.last().map(|a| a.claim.clone());
+    if let Some(claim) = signed
+        && let Some(warning) = crate::audit::record(crate::audit::Entry {
+            actor: format!("key:{}", who.replace('`', "")),
+            action: crate::audit::Action::Approved,
+            plan_id: plan.plan_id.clone(),
+            target: None,
+            outcome: "ok".into(),
+            detail: serde_json::json!({
+                "workloads": claim.workloads,
+                "expires_at": claim.expires_at,
+                "approver": claim.approver,
+            }),
+        })
+    {
+        ui.status(&warning)?;
+    }
     let list: Vec<String> = may.iter().map(|w| format!("`{w}`")).collect();
     ui.status(&format_args!(
         "approved {} of plan {} as {who}{until}: `{}`",

@@ -23,6 +23,7 @@ pub mod agent;
 pub mod apply;
 pub mod approval;
 pub mod approve;
+pub mod audit;
 pub mod check;
 pub mod diff;
 pub mod explain;

@@ -97,6 +97,23 @@ pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         ui.status(&"the plan was not saved")?;
         return Ok(e.exit());
     }
+    if let Some(out) = &args.out
+        && let Some(warning) = crate::audit::record(crate::audit::Entry {
+            actor: crate::audit::local_actor(),
+            action: crate::audit::Action::PlanSaved,
+            plan_id: plan.plan_id.clone(),
+            target: None,
+            outcome: "ok".into(),
+            detail: serde_json::json!({
+                "file": out.display().to_string(),
+                "at": plan.at,
+                "feasible": plan.feasible,
+                "source_digest": plan.source_digest,
+            }),
+        })
+    {
+        ui.status(&warning)?;
+    }
     match ui.output {
         OutputFormat::Json => ui.out.write_all(json.as_bytes())?,
         OutputFormat::Markdown => {

@@ -41,12 +41,21 @@ enum Outcome {
 
 /// Whether the plan places anything on an edge or local target.
 pub fn has_targets(ir: &Ir, plan: &Plan) -> bool {
-    ir.targets.iter().any(|t| {
-        matches!(
-            TargetKind::of(&t.runtime),
-            TargetKind::Edge | TargetKind::Local
-        ) && placed(plan, &t.name)
-    })
+    !targets(ir, plan).is_empty()
+}
+
+/// The edge and local targets `plan` places something on.
+pub fn targets<'a>(ir: &'a Ir, plan: &Plan) -> Vec<&'a str> {
+    ir.targets
+        .iter()
+        .filter(|t| {
+            matches!(
+                TargetKind::of(&t.runtime),
+                TargetKind::Edge | TargetKind::Local
+            ) && placed(plan, &t.name)
+        })
+        .map(|t| t.name.as_str())
+        .collect()
 }
 
 fn placed(plan: &Plan, target: &str) -> bool {

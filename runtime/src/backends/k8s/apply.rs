@@ -117,6 +117,27 @@ pub struct ClusterReport {
 }
 
 impl ClusterReport {
+    /// What went wrong on this cluster, in a few words; `None` when all went well.
+    pub fn failure(&self) -> Option<String> {
+        if let Some(e) = &self.error {
+            return Some(e.clone());
+        }
+        let failed = self
+            .objects
+            .iter()
+            .chain(&self.pruned)
+            .filter(|o| o.outcome.is_failure())
+            .count();
+        if failed > 0 {
+            return Some(format!("{failed} object(s) failed"));
+        }
+        if let Some(why) = &self.prune_skipped {
+            return Some(format!("prune skipped: {why}"));
+        }
+        let waiting = self.rollouts.iter().filter(|(_, r)| !r.is_done()).count();
+        (waiting > 0).then(|| format!("{waiting} rollout(s) not done"))
+    }
+
     fn failed(&self) -> bool {
         self.error.is_some()
             || self.objects.iter().any(|o| o.outcome.is_failure())
@@ -126,17 +147,25 @@ impl ClusterReport {
     }
 }
 
+/// What one apply did: the exit, whether anything changed (or in a dry run, would change: an
+/// object created, configured or replaced, or pruned), and per context what went wrong
+/// (`None`: nothing) and the kubeconfig user acting there.
+pub struct Applied {
+    pub exit: Exit,
+    pub changes: bool,
+    pub contexts: Vec<(String, Option<String>, Option<String>)>,
+}
+
 /// Applies `rendered` and prints the results; exit 1 when anything failed or was not applied
 /// (or `other_failed`: another backend's part of the same apply). `other` fields join the
-/// JSON document. Also says whether anything changed (or in a dry run, would change: an
-/// object created, configured or replaced, or pruned).
+/// JSON document.
 pub fn run(
     rendered: &Rendered,
     options: &Options,
     other: serde_json::Map<String, Value>,
     other_failed: bool,
     ui: &mut Ui<'_>,
-) -> io::Result<(Exit, bool)> {
+) -> io::Result<Applied> {
     let kubeconfigs = Arc::new(Kubeconfigs::load());
     let progress = ui.output == OutputFormat::Human && io::stderr().is_terminal();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -147,7 +176,11 @@ pub fn run(
         Ok(rt) => rt,
         Err(e) => {
             ui.problem(&format_args!("cannot start the async runtime: {e}"), None)?;
-            return Ok((Exit::Trouble, false));
+            return Ok(Applied {
+                exit: Exit::Trouble,
+                changes: false,
+                contexts: Vec::new(),
+            });
         }
     };
     let reports = runtime.block_on(apply_all(rendered, *options, kubeconfigs.clone(), progress));
@@ -164,7 +197,21 @@ pub fn run(
         other_failed,
         ui,
     )?;
-    Ok((exit, changes))
+    let contexts = reports
+        .iter()
+        .map(|r| {
+            (
+                r.context.clone(),
+                r.failure(),
+                kubeconfigs.user_of(&r.context),
+            )
+        })
+        .collect();
+    Ok(Applied {
+        exit,
+        changes,
+        contexts,
+    })
 }
 
 /// Applies every cluster in parallel; reports in the rendering's (context) order.

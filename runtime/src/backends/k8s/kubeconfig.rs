@@ -136,6 +136,19 @@ impl Kubeconfigs {
         }
     }
 
+    /// The user entry `context` names (who acts there, for the audit trail).
+    pub fn user_of(&self, context: &str) -> Option<String> {
+        self.config
+            .as_ref()?
+            .contexts
+            .iter()
+            .find(|c| c.name == context)?
+            .context
+            .as_ref()?
+            .user
+            .clone()
+    }
+
     /// Context names, in file order.
     pub fn contexts(&self) -> Vec<String> {
         self.config
