@@ -27,6 +27,7 @@ fn berth(fleet: &Fleet, kubeconfig: &Path, args: &[&str]) -> (i32, String, Strin
         .args(args)
         .env("KUBECONFIG", kubeconfig)
         .env("BERTH_K8S_RETRY_BASE_MS", "50")
+        .env("BERTH_AUDIT_LOG", fleet.dir.join("audit.redb"))
         .env("NO_COLOR", "1")
         .output()
         .expect("run berth");
@@ -178,6 +179,32 @@ fn first_apply_creates_and_a_second_writes_nothing() {
     let leases = s.prod().lease_writes_by(BERTH);
     assert_eq!(leases.len(), 4, "{leases:?}");
     assert!(leases[0].starts_with("create /apis/coordination.k8s.io/v1/namespaces/ml/leases"));
+    // The audit trail: the signed approval, then each apply per target, as the kubeconfig
+    // user of its context, all `ok`; the chain verifies.
+    let (code, out, err) = s.berth(&["audit", "--jsonl"]);
+    assert_eq!(code, 0, "{err}");
+    let records: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(records[0]["action"], "approved", "{records:#?}");
+    let applied: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["action"] == "applied")
+        .collect();
+    assert_eq!(applied.len(), 4, "two targets, two applies: {applied:#?}");
+    for r in &applied {
+        assert_eq!(r["outcome"], "ok", "{r}");
+        let actor = r["actor"].as_str().unwrap_or_default();
+        let context = r["detail"]["context"].as_str().unwrap_or("?");
+        assert!(
+            actor.starts_with("kubeconfig:")
+                && actor.ends_with(&format!("@{context}"))
+                && !actor.contains("unknown"),
+            "{r}"
+        );
+    }
+    assert_eq!(s.berth(&["audit", "--verify"]).0, 0);
 }
 
 /// A Lease `berth-apply` held in `namespace` of `cluster` by `holder`, renewed `age_s`
