@@ -199,11 +199,35 @@ impl Trust {
     }
 }
 
+/// A workload's approval rule, resolved.
+#[derive(Debug, Clone)]
+struct Awaiting {
+    policy: String,
+    /// The policy's approvers as written.
+    approvers: Vec<String>,
+    /// The keys they stand for (`None`: the policy names no approver, so any key's verified
+    /// signature approves).
+    keys: Option<Vec<VerifyingKey>>,
+}
+
+impl Awaiting {
+    fn accepts(&self, key: &VerifyingKey) -> bool {
+        self.keys.as_ref().is_none_or(|k| k.contains(key))
+    }
+
+    fn not_by(&self, workload: &str) -> NotAnApprover {
+        NotAnApprover {
+            workload: workload.to_string(),
+            policy: self.policy.clone(),
+            approvers: self.approvers.clone(),
+        }
+    }
+}
+
 /// Who may approve each workload awaiting approval, resolved once per plan.
 #[derive(Debug, Clone, Default)]
 pub struct Approvers {
-    /// Per workload: its policy, the policy's approvers as written, the keys they stand for.
-    workloads: BTreeMap<String, (String, Vec<String>, Vec<VerifyingKey>)>,
+    workloads: BTreeMap<String, Awaiting>,
     /// Every trust file read, for naming keys in messages.
     trust: Trust,
 }
@@ -216,10 +240,18 @@ impl Approvers {
         let mut out = Approvers::default();
         for w in &plan.workloads {
             let Some(rule) = &w.approval else { continue };
-            let keys = resolve_rule(rule, spec_dir, &mut files)?;
+            let keys = if rule.approvers.is_empty() {
+                None
+            } else {
+                Some(resolve_rule(rule, spec_dir, &mut files)?)
+            };
             out.workloads.insert(
                 w.workload.clone(),
-                (rule.policy.clone(), rule.approvers.clone(), keys),
+                Awaiting {
+                    policy: rule.policy.clone(),
+                    approvers: rule.approvers.clone(),
+                    keys,
+                },
             );
         }
         for trust in files.into_values() {
@@ -247,15 +279,11 @@ impl Approvers {
     pub fn split(&self, key: &VerifyingKey) -> (Vec<String>, Vec<NotAnApprover>) {
         let mut may = Vec::new();
         let mut may_not = Vec::new();
-        for (workload, (policy, approvers, keys)) in &self.workloads {
-            if keys.contains(key) {
+        for (workload, awaiting) in &self.workloads {
+            if awaiting.accepts(key) {
                 may.push(workload.clone());
             } else {
-                may_not.push(NotAnApprover {
-                    workload: workload.clone(),
-                    policy: policy.clone(),
-                    approvers: approvers.clone(),
-                });
+                may_not.push(awaiting.not_by(workload));
             }
         }
         (may, may_not)
@@ -297,17 +325,13 @@ impl Approvers {
             }
             for workload in &claim.workloads {
                 match self.workloads.get(workload) {
-                    Some((_, _, keys)) if keys.contains(&key) => {
+                    Some(awaiting) if awaiting.accepts(&key) => {
                         checked.approved.insert(workload.clone(), who.clone());
                     }
-                    Some((policy, approvers, _)) => {
+                    Some(awaiting) => {
                         checked.problems.push(ApprovalProblem::NotAnApprover {
                             approver: who.clone(),
-                            not: NotAnApprover {
-                                workload: workload.clone(),
-                                policy: policy.clone(),
-                                approvers: approvers.clone(),
-                            },
+                            not: awaiting.not_by(workload),
                         });
                     }
                     // A workload that no longer awaits approval: nothing to accept.
@@ -461,11 +485,11 @@ mod tests {
         let mut a = Approvers::default();
         a.workloads.insert(
             "ranker".into(),
-            (
-                "gov".into(),
-                vec!["leads".into()],
-                vec![allowed.verifying_key()],
-            ),
+            Awaiting {
+                policy: "gov".into(),
+                approvers: vec!["leads".into()],
+                keys: Some(vec![allowed.verifying_key()]),
+            },
         );
         a.trust
             .names
@@ -527,6 +551,26 @@ mod tests {
         // Not yet expired: accepted.
         let later = claim("sha256:p", &lead, Some("2026-12-05T00:00:00Z")).sign(&lead);
         assert_eq!(check_one(later, &lead).problems, []);
+    }
+
+    #[test]
+    fn a_policy_naming_no_approver_accepts_any_verified_signature() {
+        let anyone = key(9);
+        let mut open = approvers(&key(1));
+        if let Some(a) = open.workloads.get_mut("ranker") {
+            a.keys = None;
+        }
+        let mut file = ApprovalFile::new();
+        file.add(claim("sha256:p", &anyone, None).sign(&anyone));
+        let now: jiff::Timestamp = "2026-12-04T12:00:00Z".parse().expect("time");
+        assert!(
+            open.check("sha256:p", &file, now)
+                .approved
+                .contains_key("ranker")
+        );
+        // Still a signature: altered, it approves nothing.
+        file.approvals[0].claim.approved_at = "2020-01-01T00:00:00Z".into();
+        assert!(open.check("sha256:p", &file, now).approved.is_empty());
     }
 
     #[test]
