@@ -706,9 +706,9 @@ fn status_reads_gpu_allocation_from_the_schedulers_bindings() {
 
 /// A service account in `berth-system` bound to `role` cluster-wide; returns a kubeconfig
 /// path for it on every cluster of the fleet (tokens from the TokenRequest API).
-fn service_account_kubeconfig(s: &Setup, role: Value) -> PathBuf {
+fn service_account_kubeconfig(fleet: &Fleet, role: Value) -> PathBuf {
     let mut entries = Vec::new();
-    for cluster in &s.fleet.clusters {
+    for cluster in &fleet.clusters {
         let name = role["metadata"]["name"]
             .as_str()
             .expect("role name")
@@ -765,7 +765,7 @@ fn service_account_kubeconfig(s: &Setup, role: Value) -> PathBuf {
         .iter()
         .map(|(c, s, ca, t)| (c.as_str(), s.as_str(), ca.as_path(), t.as_str()))
         .collect();
-    let path = s.fleet.dir.join(format!(
+    let path = fleet.dir.join(format!(
         "sa-{}.kubeconfig",
         role["metadata"]["name"].as_str().unwrap_or("role")
     ));
@@ -782,7 +782,7 @@ fn documented_role() -> Value {
 #[test]
 fn least_privilege_the_documented_role_is_enough() {
     let s = Setup::training(&[]);
-    let kubeconfig = service_account_kubeconfig(&s, documented_role());
+    let kubeconfig = service_account_kubeconfig(&s.fleet, documented_role());
     let run = |args: &[&str]| berth(&s.fleet, &kubeconfig, args);
     let base = ["--spec", s.spec()];
     let with = |verb: &'static str, extra: &[&'static str]| {
@@ -822,7 +822,7 @@ fn least_privilege_a_missing_verb_is_named() {
             rule["verbs"] = json!(["get", "list", "watch", "delete"]);
         }
     }
-    let kubeconfig = service_account_kubeconfig(&s, role);
+    let kubeconfig = service_account_kubeconfig(&s.fleet, role);
     let (code, _, err) = berth(
         &s.fleet,
         &kubeconfig,
@@ -1472,7 +1472,7 @@ const IDLE_NOTEBOOK: &str = "/apis/apps/v1/namespaces/lab/statefulsets/idle-note
 /// run past it says what it would reclaim and writes nothing; then the idle notebook's
 /// StatefulSet is scaled to 0, with the samples that show it idle for the window in its
 /// event, while the busy notebook, the one without metrics (said so) and the exempt service
-/// are kept. The experiment's Job has completed (KWOK completes Jobs' pods): it holds no GPU,
+/// are kept. An identity that may not patch StatefulSets fails the reclaim, named (exit 1). The experiment's Job has completed (KWOK completes Jobs' pods): it holds no GPU,
 /// so reclaim neither deletes nor lists it.
 #[test]
 fn reclaim_scales_idle_notebooks_to_zero_after_their_threshold_and_keeps_the_rest() {
@@ -1498,7 +1498,7 @@ fn reclaim_scales_idle_notebooks_to_zero_after_their_threshold_and_keeps_the_res
     };
     let port = serve_dcgm(dcgm_metrics(&pods, utilization));
     let dcgm = format!("lab-gpu=http://127.0.0.1:{port}/metrics");
-    let reclaim = |output: &str, extra: &[&str]| {
+    let reclaim_as = |kubeconfig: &Path, output: &str, extra: &[&str]| {
         let mut args = vec![
             "--output",
             output,
@@ -1510,8 +1510,9 @@ fn reclaim_scales_idle_notebooks_to_zero_after_their_threshold_and_keeps_the_res
             &dcgm,
         ];
         args.extend_from_slice(extra);
-        run(&args)
+        berth(&fleet, kubeconfig, &args)
     };
+    let reclaim = |output: &str, extra: &[&str]| reclaim_as(&fleet.kubeconfig, output, extra);
     let rounds = |out: &str| -> Vec<Value> {
         out.lines()
             .map(|l| serde_json::from_str(l).expect("one JSON document per round"))
@@ -1590,6 +1591,32 @@ fn reclaim_scales_idle_notebooks_to_zero_after_their_threshold_and_keeps_the_res
         writes,
         "no write before the real run"
     );
+    assert_eq!(replicas(IDLE_NOTEBOOK), 1);
+
+    // As the documented role without `patch` on StatefulSets: the reclaim fails, named, and
+    // the run exits 1; the notebook is still up.
+    let mut role = documented_role();
+    role["metadata"]["name"] = json!("berth-without-statefulset-patch");
+    for rule in role["rules"].as_array_mut().expect("rules") {
+        if rule["resources"] == json!(["deployments", "statefulsets"]) {
+            rule["verbs"] = json!(["get", "list", "watch", "create", "delete"]);
+        }
+    }
+    let limited = service_account_kubeconfig(&fleet, role);
+    let (code, out, err) = reclaim_as(&limited, "json", &past);
+    assert_eq!(code, 1, "{err}\n{out}");
+    // Tried again each round while it stays idle: every attempt an event, each failed.
+    let events = reclaimed(&rounds(&out));
+    assert!(!events.is_empty(), "{out}");
+    for event in &events {
+        assert_eq!(event["workload"], "idle_notebook");
+        assert_eq!(event["result"], "failed");
+        let error = event["error"].as_str().expect("the error");
+        assert!(
+            error.contains("forbidden: may not `patch` `statefulsets.apps` in namespace `lab`"),
+            "{error}"
+        );
+    }
     assert_eq!(replicas(IDLE_NOTEBOOK), 1);
 
     // For real.

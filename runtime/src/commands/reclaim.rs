@@ -303,7 +303,12 @@ pub fn run(args: &ReclaimArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
                     );
                     match error {
                         Some(e) => ui.problem(
-                            &format_args!("cannot reclaim {line}: {e}"),
+                            &format_args!(
+                                "cannot reclaim `{}` on `{}` ({}): {e}",
+                                object.workload,
+                                object.target,
+                                object.describe()
+                            ),
                             Some("reclaim scales StatefulSets and Deployments (`patch`) and deletes Jobs (`delete`)"),
                         )?,
                         None if args.dry_run => writeln!(ui.out, "would reclaim {line}")?,
