@@ -550,3 +550,45 @@ fn report_formats_are_refused_where_they_mean_nothing() {
     assert_eq!(code(&out), 2);
     assert!(stdout(&out).is_empty());
 }
+
+/// `berth reclaim`'s usage and environment problems, before any cluster is reached: a
+/// `--dcgm` that is not `CONTEXT=URL`, a cluster with reclaim rules and no exporter (exit 2,
+/// with a hint), `--rounds` without `--watch`; a plan with no rule on a Kubernetes target
+/// has nothing to do (exit 0).
+#[test]
+fn reclaim_refuses_without_an_exporter_and_has_nothing_to_do_without_rules() {
+    let lab = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/reclaim");
+    let lab = lab.to_str().expect("UTF-8 path");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = berth(dir.path(), &["reclaim", lab, "--dcgm", "lab-gpu"]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("`--dcgm lab-gpu` is not `CONTEXT=URL`"),
+        "{}",
+        stderr(&out)
+    );
+    let out = berth(dir.path(), &["reclaim", lab]);
+    assert_eq!(code(&out), 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("no DCGM exporter for cluster `lab-gpu`"),
+        "{err}"
+    );
+    assert!(err.contains("help: "), "{err}");
+    assert!(stdout(&out).is_empty());
+    let out = berth(dir.path(), &["reclaim", lab, "--rounds", "2"]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quickstart");
+    let out = berth(
+        dir.path(),
+        &[
+            "--output",
+            "json",
+            "reclaim",
+            quickstart.to_str().expect("UTF-8 path"),
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("one JSON document");
+    assert_eq!(doc["reclaimed"], serde_json::json!([]));
+}

@@ -752,9 +752,9 @@ fn status_reads_gpu_allocation_from_the_schedulers_bindings() {
 
 /// A service account in `berth-system` bound to `role` cluster-wide; returns a kubeconfig
 /// path for it on every cluster of the fleet (tokens from the TokenRequest API).
-fn service_account_kubeconfig(s: &Setup, role: Value) -> PathBuf {
+fn service_account_kubeconfig(fleet: &Fleet, role: Value) -> PathBuf {
     let mut entries = Vec::new();
-    for cluster in &s.fleet.clusters {
+    for cluster in &fleet.clusters {
         let name = role["metadata"]["name"]
             .as_str()
             .expect("role name")
@@ -811,7 +811,7 @@ fn service_account_kubeconfig(s: &Setup, role: Value) -> PathBuf {
         .iter()
         .map(|(c, s, ca, t)| (c.as_str(), s.as_str(), ca.as_path(), t.as_str()))
         .collect();
-    let path = s.fleet.dir.join(format!(
+    let path = fleet.dir.join(format!(
         "sa-{}.kubeconfig",
         role["metadata"]["name"].as_str().unwrap_or("role")
     ));
@@ -828,7 +828,7 @@ fn documented_role() -> Value {
 #[test]
 fn least_privilege_the_documented_role_is_enough() {
     let s = Setup::training(&[]);
-    let kubeconfig = service_account_kubeconfig(&s, documented_role());
+    let kubeconfig = service_account_kubeconfig(&s.fleet, documented_role());
     let run = |args: &[&str]| berth(&s.fleet, &kubeconfig, args);
     let base = ["--spec", s.spec()];
     let with = |verb: &'static str, extra: &[&'static str]| {
@@ -868,7 +868,7 @@ fn least_privilege_a_missing_verb_is_named() {
             rule["verbs"] = json!(["get", "list", "watch", "delete"]);
         }
     }
-    let kubeconfig = service_account_kubeconfig(&s, role);
+    let kubeconfig = service_account_kubeconfig(&s.fleet, role);
     let (code, _, err) = berth(
         &s.fleet,
         &kubeconfig,
@@ -1340,6 +1340,31 @@ fn serve_dcgm(body: String) -> u16 {
     port
 }
 
+/// A DCGM exporter's metrics for `pods` (as the API server lists them): one GPU per pod of
+/// a workload `utilization` gives a value, at that value, with the labels dcgm-exporter
+/// attaches on Kubernetes; no series for the others.
+fn dcgm_metrics(pods: &[Value], utilization: impl Fn(&str) -> Option<u32>) -> String {
+    let mut body = String::from(
+        "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n",
+    );
+    let mut gpu = 0;
+    for pod in pods {
+        let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+        let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_default();
+        let workload = pod["metadata"]["labels"]["berth.dev/workload"]
+            .as_str()
+            .unwrap_or_default();
+        let Some(value) = utilization(workload) else {
+            continue;
+        };
+        body.push_str(&format!(
+            "DCGM_FI_DEV_GPU_UTIL{{gpu=\"{gpu}\",UUID=\"GPU-{gpu}\",device=\"nvidia{gpu}\",modelName=\"NVIDIA L40S\",Hostname=\"node\",container=\"c\",namespace=\"{namespace}\",pod=\"{name}\"}} {value}\n"
+        ));
+        gpu += 1;
+    }
+    body
+}
+
 /// `berth top` on the real control plane: per pool the GPUs the scheduler bound, per workload
 /// and identity what it holds, utilisation from the DCGM exporter's per-pod series (an idle
 /// allocation flagged), and an exporter that does not answer shown as unreachable while the
@@ -1350,23 +1375,11 @@ fn top_shows_who_holds_the_gpus_and_flags_the_idle() {
     let (code, _, err) = s.apply(&["--wait", "--timeout", "240"]);
     assert_eq!(code, 0, "{err}");
     let pods = s.prod().list("/api/v1/namespaces/ml/pods");
-    let mut body = String::from(
-        "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n",
-    );
-    let mut gpu = 0;
-    for pod in &pods {
-        let name = pod["metadata"]["name"].as_str().unwrap_or_default();
-        let utilization = match pod["metadata"]["labels"]["berth.dev/workload"].as_str() {
-            Some("chat_assistant") => 91,
-            Some("search_embeddings") => 2,
-            _ => continue,
-        };
-        body.push_str(&format!(
-            "DCGM_FI_DEV_GPU_UTIL{{gpu=\"{gpu}\",UUID=\"GPU-{gpu}\",device=\"nvidia{gpu}\",modelName=\"NVIDIA L40S\",Hostname=\"node\",container=\"c\",namespace=\"ml\",pod=\"{name}\"}} {utilization}\n"
-        ));
-        gpu += 1;
-    }
-    let port = serve_dcgm(body);
+    let port = serve_dcgm(dcgm_metrics(&pods, |workload| match workload {
+        "chat_assistant" => Some(91),
+        "search_embeddings" => Some(2),
+        _ => None,
+    }));
     let dcgm = format!("fra-gpu-prod=http://127.0.0.1:{port}/metrics");
     let (code, out, err) = s.berth(&[
         "--output",
@@ -1508,4 +1521,303 @@ fn the_drift_guard_refuses_a_plan_the_cluster_can_no_longer_hold() {
     let (code, _, err) = s.apply(&["--allow-drift"]);
     assert_eq!(code, 0, "{err}");
     assert!(prod.get(CHAT).is_some());
+}
+
+const LAB: &str = "../tests/data/reclaim";
+const IDLE_NOTEBOOK: &str = "/apis/apps/v1/namespaces/lab/statefulsets/idle-notebook";
+
+/// `berth reclaim` on the real control plane, against an exporter serving each pod's GPU at
+/// the utilisation of its workload (data: busy, idle, or no series at all): one run sees one
+/// sample and reclaims nothing; watched for less than the rule's 4 s, nothing either; a dry
+/// run past it says what it would reclaim and writes nothing; then the idle notebook's
+/// StatefulSet is scaled to 0, with the samples that show it idle for the window in its
+/// event, while the busy notebook, the one without metrics (said so) and the exempt service
+/// are kept. An identity that may not patch StatefulSets fails the reclaim, named (exit 1). The experiment's Job has completed (KWOK completes Jobs' pods): it holds no GPU,
+/// so reclaim neither deletes nor lists it.
+#[test]
+fn reclaim_scales_idle_notebooks_to_zero_after_their_threshold_and_keeps_the_rest() {
+    let planned = plan_spec(Path::new(LAB));
+    let fleet = Fleet::for_ir(&planned.ir, &[]);
+    let run = |args: &[&str]| berth(&fleet, &fleet.kubeconfig, args);
+    let (code, _, err) = run(&[
+        "apply",
+        planned.plan_arg(),
+        "--spec",
+        planned.spec_arg(),
+        "--wait",
+        "--timeout",
+        "240",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let lab = fleet.cluster("lab-gpu");
+    let pods = lab.list("/api/v1/namespaces/lab/pods");
+    let utilization = |workload: &str| match workload {
+        "busy_notebook" => Some(87),
+        "quiet_notebook" => None,
+        _ => Some(0),
+    };
+    let port = serve_dcgm(dcgm_metrics(&pods, utilization));
+    let dcgm = format!("lab-gpu=http://127.0.0.1:{port}/metrics");
+    let reclaim_as = |kubeconfig: &Path, output: &str, extra: &[&str]| {
+        let mut args = vec![
+            "--output",
+            output,
+            "reclaim",
+            planned.plan_arg(),
+            "--spec",
+            planned.spec_arg(),
+            "--dcgm",
+            &dcgm,
+        ];
+        args.extend_from_slice(extra);
+        berth(&fleet, kubeconfig, &args)
+    };
+    let reclaim = |output: &str, extra: &[&str]| reclaim_as(&fleet.kubeconfig, output, extra);
+    let rounds = |out: &str| -> Vec<Value> {
+        out.lines()
+            .map(|l| serde_json::from_str(l).expect("one JSON document per round"))
+            .collect()
+    };
+    let kept = |round: &Value, workload: &str| -> Value {
+        round["kept"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|k| k["workload"] == workload)
+            .cloned()
+            .unwrap_or_else(|| panic!("{workload} not kept: {round:#}"))
+    };
+    let reclaimed = |docs: &[Value]| -> Vec<Value> {
+        docs.iter()
+            .flat_map(|d| d["reclaimed"].as_array().cloned().unwrap_or_default())
+            .collect()
+    };
+    let replicas = |path: &str| lab.get(path).expect(path)["spec"]["replicas"].clone();
+    let writes = lab.writes_by(BERTH).len();
+
+    // One run: one sample is no window. Each workload holding GPUs gets its verdict.
+    let (code, out, err) = reclaim("json", &[]);
+    assert_eq!(code, 0, "{err}");
+    let docs = rounds(&out);
+    assert_eq!(docs.len(), 1, "{out}");
+    assert!(reclaimed(&docs).is_empty(), "{out}");
+    let idle = kept(&docs[0], "idle_notebook");
+    assert_eq!(idle["reason"], "idle_not_yet", "{idle}");
+    assert_eq!(idle["one_sample"], true);
+    assert_eq!(idle["idle_after_s"], 4.0);
+    assert_eq!(kept(&docs[0], "busy_notebook")["reason"], "busy");
+    let quiet = kept(&docs[0], "quiet_notebook");
+    assert_eq!(quiet["reason"], "no_metrics", "{quiet}");
+    assert_eq!(quiet["pods"], json!(["quiet-notebook-0"]));
+    assert_eq!(kept(&docs[0], "idle_server")["reason"], "exempt");
+    assert!(
+        docs[0]["kept"]
+            .as_array()
+            .is_some_and(|k| k.iter().all(|k| k["workload"] != "idle_sweep")),
+        "a completed Job holds no GPU: {out}"
+    );
+    // For people, the same verdicts, the missing metrics said so.
+    let (code, out, err) = reclaim("human", &[]);
+    assert_eq!(code, 0, "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.contains("`quiet_notebook`"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        line.contains("missing metrics are never idleness"),
+        "{line}"
+    );
+
+    // Watched for less than the threshold: nothing reclaimed.
+    let (code, out, err) = reclaim("json", &["--watch", "--interval", "0.5", "--rounds", "3"]);
+    assert_eq!(code, 0, "{err}");
+    let docs = rounds(&out);
+    assert_eq!(docs.len(), 3);
+    assert!(reclaimed(&docs).is_empty(), "{out}");
+    assert_eq!(kept(&docs[2], "idle_notebook")["one_sample"], false);
+
+    // A dry run past the threshold: what it would do, and no write.
+    let past = ["--watch", "--interval", "0.5", "--rounds", "14"];
+    let mut dry = vec!["--dry-run"];
+    dry.extend_from_slice(&past);
+    let (code, out, err) = reclaim("json", &dry);
+    assert_eq!(code, 0, "{err}");
+    let events = reclaimed(&rounds(&out));
+    assert_eq!(events.len(), 1, "{out}");
+    assert_eq!(events[0]["workload"], "idle_notebook");
+    assert_eq!(events[0]["result"], "would_reclaim");
+    assert_eq!(
+        lab.writes_by(BERTH).len(),
+        writes,
+        "no write before the real run"
+    );
+    assert_eq!(replicas(IDLE_NOTEBOOK), 1);
+
+    // As the documented role without `patch` on StatefulSets: the reclaim fails, named, and
+    // the run exits 1; the notebook is still up.
+    let mut role = documented_role();
+    role["metadata"]["name"] = json!("berth-without-statefulset-patch");
+    for rule in role["rules"].as_array_mut().expect("rules") {
+        if rule["resources"] == json!(["deployments", "statefulsets"]) {
+            rule["verbs"] = json!(["get", "list", "watch", "create", "delete"]);
+        }
+    }
+    let limited = service_account_kubeconfig(&fleet, role);
+    let (code, out, err) = reclaim_as(&limited, "json", &past);
+    assert_eq!(code, 1, "{err}\n{out}");
+    // Tried again each round while it stays idle: every attempt an event, each failed.
+    let events = reclaimed(&rounds(&out));
+    assert!(!events.is_empty(), "{out}");
+    for event in &events {
+        assert_eq!(event["workload"], "idle_notebook");
+        assert_eq!(event["result"], "failed");
+        let error = event["error"].as_str().expect("the error");
+        assert!(
+            error.contains("forbidden: may not `patch` `statefulsets.apps` in namespace `lab`"),
+            "{error}"
+        );
+    }
+    assert_eq!(replicas(IDLE_NOTEBOOK), 1);
+
+    // For real.
+    let (code, out, err) = reclaim("json", &past);
+    assert_eq!(code, 0, "{err}");
+    let docs = rounds(&out);
+    let events = reclaimed(&docs);
+    assert_eq!(events.len(), 1, "one reclaim, once: {out}");
+    let event = &events[0];
+    assert_eq!(event["workload"], "idle_notebook");
+    assert_eq!(event["kind"], "StatefulSet");
+    assert_eq!(event["action"], "scale_to_zero");
+    assert_eq!(event["result"], "reclaimed");
+    let held: Vec<&Value> = pods
+        .iter()
+        .filter(|p| p["metadata"]["labels"]["berth.dev/workload"] == "idle_notebook")
+        .collect();
+    let gpus: i64 = held
+        .iter()
+        .map(|p| {
+            p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
+                .as_str()
+                .and_then(|q| q.parse::<i64>().ok())
+                .unwrap_or(0)
+        })
+        .sum();
+    assert!(gpus > 0);
+    assert_eq!(event["gpus_freed"], gpus, "{event:#}");
+    // The evidence: every sample of every pod at 0%, spanning at least the rule's window,
+    // and not reclaimed before that window had passed since the first round.
+    let evidence = &event["evidence"];
+    assert_eq!(evidence["policy"], "hygiene");
+    let after = evidence["idle_after_s"].as_f64().expect("threshold");
+    assert_eq!(after, 4.0);
+    assert!(
+        evidence["idle_for_s"].as_f64().expect("idle") >= after,
+        "{event:#}"
+    );
+    let instant =
+        |v: &Value| -> jiff::Timestamp { v.as_str().expect("instant").parse().expect("instant") };
+    for pod in evidence["pods"].as_array().expect("pods") {
+        let samples = pod["samples"].as_array().expect("samples");
+        assert!(samples.len() >= 2, "{pod:#}");
+        assert!(samples.iter().all(|s| {
+            s["utilization"]
+                .as_array()
+                .is_some_and(|u| !u.is_empty() && u.iter().all(|u| u == 0.0))
+        }));
+        let first = instant(&samples[0]["at"]);
+        let last = instant(&samples[samples.len() - 1]["at"]);
+        assert!(last.duration_since(first).as_secs_f64() >= after, "{pod:#}");
+    }
+    let first_round = instant(&docs[0]["at"]);
+    assert!(
+        instant(&event["at"])
+            .duration_since(first_round)
+            .as_secs_f64()
+            >= after
+    );
+    // The audit trail holds the reclaim, its evidence, and the failed one before it.
+    let (code, log, err) = run(&["audit", "--jsonl"]);
+    assert_eq!(code, 0, "{err}");
+    let audited: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .filter(|r: &Value| r["action"] == "reclaimed")
+        .collect();
+    let ok = audited
+        .iter()
+        .find(|r| r["outcome"] == "ok")
+        .unwrap_or_else(|| panic!("no reclaim recorded: {log}"));
+    assert_eq!(ok["detail"]["object"]["workload"], "idle_notebook", "{ok}");
+    assert_eq!(ok["detail"]["gpus_freed"], gpus, "{ok}");
+    assert!(
+        ok["actor"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("kubeconfig:")),
+        "{ok}"
+    );
+    assert_eq!(run(&["audit", "--verify"]).0, 0);
+    // What changed: the idle notebook's replicas, by one patch; the rest kept.
+    assert_eq!(replicas(IDLE_NOTEBOOK), 0);
+    for path in [
+        "/apis/apps/v1/namespaces/lab/statefulsets/busy-notebook",
+        "/apis/apps/v1/namespaces/lab/statefulsets/quiet-notebook",
+        "/apis/apps/v1/namespaces/lab/deployments/idle-server",
+    ] {
+        assert_eq!(replicas(path), 1, "{path}");
+    }
+    assert!(
+        lab.get("/apis/batch/v1/namespaces/lab/jobs/idle-sweep")
+            .is_some()
+    );
+    let new: Vec<String> = lab.writes_by(BERTH).into_iter().skip(writes).collect();
+    assert_eq!(new.len(), 1, "{new:?}");
+    assert!(
+        new[0].starts_with(&format!("patch {IDLE_NOTEBOOK}")),
+        "{new:?}"
+    );
+    let last = docs.last().expect("a round");
+    assert_eq!(kept(last, "busy_notebook")["reason"], "busy");
+    assert_eq!(kept(last, "quiet_notebook")["reason"], "no_metrics");
+    assert_eq!(kept(last, "idle_server")["reason"], "exempt");
+
+    // The environment: an exporter that does not answer, or none given, is exit 2 with a hint.
+    let (code, _, err) = run(&[
+        "reclaim",
+        planned.plan_arg(),
+        "--spec",
+        planned.spec_arg(),
+        "--dcgm",
+        "lab-gpu=http://127.0.0.1:9/metrics",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("cannot read the DCGM exporter of cluster `lab-gpu`") && err.contains("help:"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["reclaim", planned.plan_arg(), "--spec", planned.spec_arg()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("no DCGM exporter for cluster `lab-gpu`"),
+        "{err}"
+    );
+    let gone = fleet.dir.join("gone.kubeconfig");
+    std::fs::write(
+        &gone,
+        cluster::kubeconfig(&[(
+            "lab-gpu",
+            "https://127.0.0.1:9",
+            &lab.pki.ca_cert,
+            &lab.berth_token,
+        )]),
+    )
+    .expect("write");
+    let mut args = vec!["reclaim", planned.plan_arg(), "--spec", planned.spec_arg()];
+    args.extend_from_slice(&["--dcgm", &dcgm]);
+    let (code, _, err) = berth(&fleet, &gone, &args);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("cannot reach cluster `lab-gpu`") && err.contains("help:"),
+        "{err}"
+    );
 }

@@ -79,6 +79,9 @@ pub enum Command {
     /// Live GPU allocation across the plan's targets: per pool, workload and identity, idle
     /// allocations flagged (a refreshing view on a terminal, `--once` for a table).
     Top(commands::top::TopArgs),
+    /// Reclaim idle GPUs on the plan's Kubernetes targets as its `reclaim` rules say (DCGM
+    /// utilisation per pod; `--watch` to see idleness over time, `--dry-run` to change nothing).
+    Reclaim(commands::reclaim::ReclaimArgs),
     /// Pull a model artifact into a staging directory and verify its digest (`--check`: is it
     /// there?). Run by the staging Job and init container berth renders on Kubernetes.
     Fetch(commands::fetch::FetchArgs),
@@ -107,6 +110,7 @@ impl Command {
             Command::Status(_) => "status",
             Command::Fetch(_) => "fetch",
             Command::Top(_) => "top",
+            Command::Reclaim(_) => "reclaim",
             Command::Audit(_) => "audit",
         }
     }
@@ -249,6 +253,7 @@ fn dispatch(command: Command, ui: &mut Ui<'_>) -> io::Result<Exit> {
         Command::Status(args) => commands::status::run(&args, ui),
         Command::Fetch(args) => commands::fetch::run(&args, ui),
         Command::Top(args) => commands::top::run(&args, ui),
+        Command::Reclaim(args) => commands::reclaim::run(&args, ui),
         Command::Audit(args) => commands::audit::run(&args, ui),
     }
 }

@@ -7,8 +7,9 @@
 //!   `berth explain`, `berth verify`, `berth plan-diff`, `berth plan --what-if`); [`spec`] is what they share (one spec loaded, the plan instant,
 //!   violations printed), [`table`] the plan's table for people and [`markdown`] the
 //!   plan and plan-diff reports for a merge request (`--output markdown`).
-//! - [`render`], [`apply`], [`diff`], [`approve`], [`status`], [`top`]: a plan put to work
-//!   (`top_snapshot` is what `berth top` reads, `top_view` its refreshing terminal view);
+//! - [`render`], [`apply`], [`diff`], [`approve`], [`status`], [`top`], [`reclaim`]: a plan
+//!   put to work (`top_snapshot` is what `berth top` reads, `top_view` its refreshing
+//!   terminal view; `reclaim` frees the idle GPUs of Kubernetes targets);
 //!   [`input`] is what they share (the plan to work with and the refusals that keep a stale,
 //!   unapproved or unverified plan off the targets).
 //! - [`keys`], [`agent`]: the edge (`berth keys generate`, `berth agent`).
@@ -34,6 +35,7 @@ pub mod keys;
 mod markdown;
 pub mod plan;
 pub mod plan_diff;
+pub mod reclaim;
 pub mod render;
 pub mod spec;
 pub mod status;

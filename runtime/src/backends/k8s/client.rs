@@ -404,6 +404,35 @@ impl Cluster {
         .await
     }
 
+    /// Sets `spec.replicas` of a Deployment or StatefulSet: a merge patch as field manager
+    /// `berth` (idle reclaim; the next `berth apply` of a plan that places it restores it).
+    pub async fn scale(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+        replicas: i32,
+    ) -> Result<(), ApiError> {
+        let api = self.api(kind, Some(namespace));
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PatchParams::default()
+        };
+        let body = serde_json::json!({ "spec": { "replicas": replicas } });
+        self.with_retries("patch", &resource_name(kind), Some(namespace), || {
+            let api = api.clone();
+            let params = params.clone();
+            let name = name.to_string();
+            let body = body.clone();
+            async move {
+                api.patch(&name, &params, &Patch::Merge(&body))
+                    .await
+                    .map(|_| ())
+            }
+        })
+        .await
+    }
+
     /// Deletes an object (dependents in the background); a missing object is not an error.
     pub async fn delete(
         &self,

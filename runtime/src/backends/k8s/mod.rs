@@ -1,7 +1,8 @@
 //! The Kubernetes backend: a verified plan turned into typed Kubernetes objects
 //! ([`render`]), written as YAML per cluster and namespace, server-side applied with field
 //! manager `berth` ([`apply`]), compared with the live state ([`diff`]), pruned ([`prune`]),
-//! waited for ([`rollout`], with WATCH streams) and observed ([`status`]); concurrent applies
+//! waited for ([`rollout`], with WATCH streams), observed ([`status`], [`top`]) and its idle
+//! GPUs reclaimed ([`reclaim`]); concurrent applies
 //! serialise on a Lease per namespace ([`lock`]).
 //!
 //! Everything that talks to a cluster goes through [`client`], which resolves a plan target's
@@ -14,6 +15,7 @@ pub mod drift;
 pub mod kubeconfig;
 pub mod lock;
 pub mod prune;
+pub mod reclaim;
 pub mod render;
 pub mod rollout;
 pub mod status;

@@ -87,6 +87,21 @@ pub struct ReclaimContract {
     pub idle_after_ns: u64,
 }
 
+impl ReclaimContract {
+    /// The reclaim rule `workload` is held to: of the plan's rules that apply to it, the one
+    /// with the shortest idle time (edge bundles and `berth reclaim` on clusters alike).
+    pub fn of(plan: &Plan, workload: &str) -> Option<ReclaimContract> {
+        plan.reclaims
+            .iter()
+            .filter(|r| r.workloads.iter().any(|w| w == workload))
+            .min_by_key(|r| r.idle_after_ns)
+            .map(|r| ReclaimContract {
+                policy: r.policy.clone(),
+                idle_after_ns: r.idle_after_ns,
+            })
+    }
+}
+
 /// Which runtime kind serves a target: decides what `berth apply` does with its slice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TargetKind {
@@ -124,15 +139,7 @@ impl Bundle {
             let Some(first) = placements.first() else {
                 continue;
             };
-            let reclaim = plan
-                .reclaims
-                .iter()
-                .filter(|r| r.workloads.contains(&w.name))
-                .min_by_key(|r| r.idle_after_ns)
-                .map(|r| ReclaimContract {
-                    policy: r.policy.clone(),
-                    idle_after_ns: r.idle_after_ns,
-                });
+            let reclaim = ReclaimContract::of(plan, &w.name);
             workloads.push(BundleWorkload {
                 name: w.name.clone(),
                 release: w.release.clone(),
