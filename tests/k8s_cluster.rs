@@ -1451,8 +1451,9 @@ fn top_shows_who_holds_the_gpus_and_flags_the_idle() {
         .expect("a row");
     assert!(line.trim_end().ends_with("idle"), "{out}");
 
-    // An exporter that does not answer: said so, exit 1, the clusters' figures still there.
-    let (code, out, _) = s.berth(&[
+    // An exporter that does not answer: said so, exit 1, the clusters' figures still there;
+    // the credentials in its URL shown nowhere.
+    let (code, out, err) = s.berth(&[
         "--output",
         "json",
         "top",
@@ -1460,9 +1461,13 @@ fn top_shows_who_holds_the_gpus_and_flags_the_idle() {
         "--spec",
         s.spec(),
         "--dcgm",
-        "fra-gpu-prod=http://127.0.0.1:9/metrics",
+        "fra-gpu-prod=http://scraper:dcgm-s3cret@127.0.0.1:9/metrics",
     ]);
     assert_eq!(code, 1);
+    assert!(
+        !out.contains("dcgm-s3cret") && !err.contains("dcgm-s3cret"),
+        "{out}{err}"
+    );
     let doc: Value = serde_json::from_str(&out).expect("json");
     assert!(
         doc["sources"]

@@ -123,11 +123,13 @@ pub fn snapshot(
         };
         let utilization = match dcgm.get(&cluster.context) {
             None => BTreeMap::new(),
+            // An exporter URL may carry credentials (`http://user:token@host/`): shown
+            // without them.
             Some(url) => match runtime.block_on(k8s::top::scrape_dcgm(&http, url)) {
                 Ok(found) => {
                     snap.sources.push(Source {
                         kind: "dcgm",
-                        name: url.clone(),
+                        name: crate::backends::arc::redact_url(url, url),
                         state: "reachable".into(),
                     });
                     found
@@ -135,8 +137,8 @@ pub fn snapshot(
                 Err(e) => {
                     snap.sources.push(Source {
                         kind: "dcgm",
-                        name: url.clone(),
-                        state: e,
+                        name: crate::backends::arc::redact_url(url, url),
+                        state: crate::backends::arc::redact_url(&e, url),
                     });
                     BTreeMap::new()
                 }
