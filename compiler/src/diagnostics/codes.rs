@@ -143,6 +143,8 @@ codes! {
     DivisionByZero = "E0325", "division by zero";
     /// An instant (an entitlement's `until`) that is not an RFC 3339 time.
     InvalidInstant = "E0326", "invalid instant";
+    /// An approver written as a public key (`berth-ed25519-public:…`) that is not one.
+    InvalidPublicKey = "E0327", "invalid public key";
 
     // ---- E04xx: semantic checks ----
     /// A model variant that needs more GPU memory than any accelerator it may run on has.

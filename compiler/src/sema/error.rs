@@ -191,6 +191,9 @@ pub enum SemaError {
         text: String,
         span: Span,
     },
+    InvalidPublicKey {
+        span: Span,
+    },
 
     // ---------------------------------------------------------------- semantic checks
     VariantTooLarge {
@@ -618,6 +621,13 @@ impl SemaError {
             E::DivisionByZero { span } => {
                 Diagnostic::error(Code::DivisionByZero, "division by zero", *span)
             }
+            E::InvalidPublicKey { span } => Diagnostic::error(
+                Code::InvalidPublicKey,
+                "this approver is not a valid public key",
+                *span,
+            )
+            .primary_label("expected `berth-ed25519-public:` and 64 hexadecimal digits")
+            .help("paste the whole text of the `.pub` file `berth keys generate` wrote"),
             E::InvalidInstant { text, span } => Diagnostic::error(
                 Code::InvalidInstant,
                 format!("`{text}` is not an instant"),

@@ -17,6 +17,10 @@ use crate::source::Span;
 use crate::syntax::ast::{BinaryOp, Body, CompareOp, Expr, ExprKind, Ident, RuleKind};
 use std::collections::BTreeMap;
 
+/// How an approver written as a public key begins (the text of a `.pub` file of
+/// `berth keys generate`).
+const PUBLIC_KEY_PREFIX: &str = "berth-ed25519-public:";
+
 /// Checks the body of a policy rule (`quota team("x") { … }`): field paths start afresh,
 /// and missing fields are reported against the rule's kind.
 fn rule_body<'a>(
@@ -235,6 +239,16 @@ pub fn lower_policies<'a>(ck: &mut Checker<'a>, ir: &mut Ir, spans: &mut SpanTab
                         sc,
                     );
                     let f = rule_body(ck, body, &schema::APPROVAL, sc, condition.span);
+                    // A key written in the policy is checked here; a name is looked up in the
+                    // trust file by the runtime.
+                    for (v, span) in list_of(f.get("approvers")) {
+                        if let Some(text) = str_of(Some(v))
+                            && let Some(hex) = text.strip_prefix(PUBLIC_KEY_PREFIX)
+                            && !(hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+                        {
+                            ck.error(SemaError::InvalidPublicKey { span: *span });
+                        }
+                    }
                     let approvers: Vec<String> = list_of(f.get("approvers"))
                         .iter()
                         .filter_map(|(v, _)| str_of(Some(v)))
