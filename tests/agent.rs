@@ -927,16 +927,20 @@ fn an_idle_notebook_is_reclaimed_at_its_threshold_and_not_before() {
     assert!(events.iter().any(|e| e["kind"] == "gpu_sample"));
     // The agent's audit trail holds the bundle it accepted and the reclaim, chained.
     let log = root.join("state/audit.redb");
-    let out = Command::new(BERTH)
-        .args(["audit", "--jsonl", "--log"])
-        .arg(&log)
-        .output()
-        .expect("berth audit");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let audit = |flag: &str| {
+        let out = Command::new(BERTH)
+            .args(["audit", flag, "--log"])
+            .arg(&log)
+            .output()
+            .expect("berth audit");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    };
+    let out = audit("--jsonl");
     let records: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).expect("JSON line"))
@@ -954,16 +958,7 @@ fn an_idle_notebook_is_reclaimed_at_its_threshold_and_not_before() {
     );
     assert_eq!(records[1]["detail"]["workload"], "notebook");
     assert_eq!(records[1]["detail"]["evidence"]["policy"], "idle_notebooks");
-    let verify = Command::new(BERTH)
-        .args(["audit", "--verify", "--log"])
-        .arg(&log)
-        .output()
-        .expect("berth audit --verify");
-    assert!(
-        verify.status.success(),
-        "{}",
-        String::from_utf8_lossy(&verify.stderr)
-    );
+    audit("--verify");
 }
 
 #[test]

@@ -419,6 +419,14 @@ pub fn record(entry: Entry) -> Option<String> {
         .map(|e| format!("audit: the record was not written: {e}"))
 }
 
+/// [`record`], its warning (if any) said at once.
+pub fn record_or_warn(entry: Entry, ui: &mut crate::report::Ui<'_>) -> std::io::Result<()> {
+    match record(entry) {
+        Some(warning) => ui.status(&warning),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -51,10 +51,10 @@ pub enum Feed {
     Embedded,
 }
 
-/// Which GPU probe to use.
 /// The agent's audit trail, in its state directory (`berth audit --log STATE/audit.redb`).
 pub const AUDIT_LOG: &str = "audit.redb";
 
+/// Which GPU probe to use.
 pub enum GpuChoice {
     Nvml,
     Recorded(PathBuf),
@@ -235,7 +235,6 @@ impl Agent {
             .unwrap_or(bundle::LIVE_BUFFER_NS)
     }
 
-    /// Records an agent-level event (kept as long as the longest workload buffer).
     /// Appends to the agent's audit trail (`STATE/audit.redb`); a failure is logged, never
     /// fatal (the act has happened).
     fn audit(
@@ -244,12 +243,11 @@ impl Agent {
         (target, plan_id): (&str, &str),
         detail: serde_json::Value,
     ) {
-        let target = Some(target.to_string());
         let entry = crate::audit::Entry {
-            actor: format!("agent:{}", target.as_deref().unwrap_or("unknown")),
+            actor: format!("agent:{target}"),
             action,
             plan_id: plan_id.to_string(),
-            target,
+            target: Some(target.to_string()),
             outcome: "ok".into(),
             detail,
         };
@@ -259,6 +257,7 @@ impl Agent {
         }
     }
 
+    /// Records an agent-level event (kept as long as the longest workload buffer).
     pub fn record(&self, kind: &'static str, workload: Option<&str>, detail: serde_json::Value) {
         let keep_ns = self
             .current()
@@ -451,10 +450,7 @@ impl Agent {
             .accept_bundle(stored, etag, event, now_ms())
             .map_err(|e| e.to_string())?;
         let signer = match &self.config.feed {
-            Feed::Pull { trust, .. } => {
-                let hex = berth_compiler::plan::hex(trust.as_bytes());
-                format!("ed25519:{}", &hex[..16])
-            }
+            Feed::Pull { trust, .. } => bundle::keys::fingerprint(trust),
             _ => "unknown".to_string(),
         };
         self.audit(

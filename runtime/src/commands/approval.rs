@@ -267,8 +267,8 @@ impl Approvers {
     pub fn display(&self, key_text: &str) -> String {
         match keys::parse_public(key_text) {
             Some(key) => match self.trust.name_of(&key) {
-                Some(name) => format!("`{name}` (ed25519:{})", &hex(key.as_bytes())[..16]),
-                None => format!("ed25519:{}", &hex(key.as_bytes())[..16]),
+                Some(name) => format!("`{name}` ({})", keys::fingerprint(&key)),
+                None => keys::fingerprint(&key),
             },
             None => format!("`{key_text}`"),
         }
@@ -401,7 +401,7 @@ impl fmt::Display for NotAnApprover {
             .approvers
             .iter()
             .map(|a| match keys::parse_public(a) {
-                Some(k) => format!("ed25519:{}", &hex(k.as_bytes())[..16]),
+                Some(k) => keys::fingerprint(&k),
                 None => format!("`{a}`"),
             })
             .collect();

@@ -118,8 +118,8 @@ pub fn run(args: &ApproveArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         expires_at: expires_at.map(|t| t.round(jiff::Unit::Second).unwrap_or(t).to_string()),
     }
     .sign(&key);
-    let until = approval
-        .claim
+    let claim = approval.claim.clone();
+    let until = claim
         .expires_at
         .as_deref()
         .map_or_else(String::new, |t| format!(" until `{t}`"));
@@ -129,23 +129,19 @@ pub fn run(args: &ApproveArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         ui.problem(&e, Some(e.hint()))?;
         return Ok(e.exit());
     }
-    let signed = file.approvals.last().map(|a| a.claim.clone());
-    if let Some(claim) = signed
-        && let Some(warning) = crate::audit::record(crate::audit::Entry {
-            actor: format!("key:{}", who.replace('`', "")),
-            action: crate::audit::Action::Approved,
-            plan_id: plan.plan_id.clone(),
-            target: None,
-            outcome: "ok".into(),
-            detail: serde_json::json!({
-                "workloads": claim.workloads,
-                "expires_at": claim.expires_at,
-                "approver": claim.approver,
-            }),
-        })
-    {
-        ui.status(&warning)?;
-    }
+    let entry = crate::audit::Entry {
+        actor: format!("key:{}", who.replace('`', "")),
+        action: crate::audit::Action::Approved,
+        plan_id: plan.plan_id.clone(),
+        target: None,
+        outcome: "ok".into(),
+        detail: serde_json::json!({
+            "workloads": claim.workloads,
+            "expires_at": claim.expires_at,
+            "approver": claim.approver,
+        }),
+    };
+    crate::audit::record_or_warn(entry, ui)?;
     let list: Vec<String> = may.iter().map(|w| format!("`{w}`")).collect();
     ui.status(&format_args!(
         "approved {} of plan {} as {who}{until}: `{}`",

@@ -97,8 +97,8 @@ pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         ui.status(&"the plan was not saved")?;
         return Ok(e.exit());
     }
-    if let Some(out) = &args.out
-        && let Some(warning) = crate::audit::record(crate::audit::Entry {
+    if let Some(out) = &args.out {
+        let entry = crate::audit::Entry {
             actor: crate::audit::local_actor(),
             action: crate::audit::Action::PlanSaved,
             plan_id: plan.plan_id.clone(),
@@ -110,9 +110,8 @@ pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
                 "feasible": plan.feasible,
                 "source_digest": plan.source_digest,
             }),
-        })
-    {
-        ui.status(&warning)?;
+        };
+        crate::audit::record_or_warn(entry, ui)?;
     }
     match ui.output {
         OutputFormat::Json => ui.out.write_all(json.as_bytes())?,

@@ -129,16 +129,8 @@ pub fn run(args: &ReclaimArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
             return Ok(Exit::Trouble);
         }
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            ui.problem(&format_args!("cannot start the async runtime: {e}"), None)?;
-            return Ok(Exit::Trouble);
-        }
+    let Some(runtime) = crate::tasks::async_runtime(ui)? else {
+        return Ok(Exit::Trouble);
     };
     let http = match reqwest::Client::builder()
         .timeout(Duration::from_secs(5))
@@ -250,9 +242,7 @@ pub fn run(args: &ReclaimArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
                                     "evidence": &evidence,
                                 }),
                             };
-                            if let Some(warning) = crate::audit::record(entry) {
-                                ui.status(&warning)?;
-                            }
+                            crate::audit::record_or_warn(entry, ui)?;
                         }
                         reclaimed.push((object, gpus, evidence, error));
                     }

@@ -87,6 +87,11 @@ pub fn public_text(key: &VerifyingKey) -> String {
     format!("{PUBLIC_PREFIX}{}", hex(key.as_bytes()))
 }
 
+/// How a key is named in messages and records: `ed25519:` and its first 16 hex digits.
+pub fn fingerprint(key: &VerifyingKey) -> String {
+    format!("ed25519:{}", &hex(key.as_bytes())[..16])
+}
+
 /// The key in `berth-ed25519-public:HEX` text; `None` for anything else.
 pub fn parse_public(text: &str) -> Option<VerifyingKey> {
     let bytes = from_hex(text.trim().strip_prefix(PUBLIC_PREFIX)?)?;
