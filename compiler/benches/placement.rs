@@ -89,7 +89,7 @@ fn main() {
     let t = Instant::now();
     let assignment = placement::assign::assign(&ir, &index, &matrix, &policy);
     let t_assign = t.elapsed();
-    let options: usize = assignment.options.iter().map(Vec::len).sum();
+    let options: usize = assignment.options.iter().map(|o| o.len()).sum();
     let solved = placement::Solved {
         ir: &ir,
         sources: &sources,

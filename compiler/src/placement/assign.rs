@@ -43,6 +43,7 @@ use super::policy::PolicyContext;
 use crate::ir::{Ir, Money, Preference, WorkloadClass};
 use rayon::prelude::*;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 mod chain;
 mod relax;
@@ -109,18 +110,121 @@ pub fn replica_cost_per_day(ir: &Ir, w: usize, t: usize) -> Money {
     Money(hour.saturating_mul(gpu).saturating_mul(24))
 }
 
+/// One workload's options, sorted by rank; workloads whose options are identical share one
+/// list ([`build_options`]).
+pub type Options = Arc<[Opt]>;
+
 /// Every option of every workload, sorted by rank, built in parallel.
+///
+/// Workloads that cannot differ in their options — the same permitted targets (their
+/// eligibility and policy row), the same fit per pool kind, GPUs per replica, preferences,
+/// fallback list, accelerators their entitlements allow, and what the objectives read (data
+/// sets for latency, the model for a CPU variant) — share one list, built once for the first
+/// of them (issue 22: a dense fleet has many such workloads and every list is long). The key
+/// holds everything `workload_options` reads about the workload, so sharing cannot change a
+/// list; equal keys are compared in full, never by hash alone.
 pub fn build_options(
     ir: &Ir,
     index: &EstateIndex,
     matrix: &EligibilityMatrix,
     policy: &PolicyContext,
-) -> Vec<Vec<Opt>> {
-    (0..ir.workloads.len())
+) -> Vec<Options> {
+    let n = ir.workloads.len();
+    let keys: Vec<OptionKey<'_>> = (0..n)
         .into_par_iter()
-        .with_min_len(16)
-        .map(|w| workload_options(ir, index, matrix, policy, w))
+        .with_min_len(64)
+        .map(|w| OptionKey::of(ir, index, matrix, policy, w))
+        .collect();
+    // The first workload of each key builds; the others point at it.
+    let builder = super::classes::first_of_class(&keys);
+    let built: Vec<Option<Options>> = (0..n)
+        .into_par_iter()
+        .with_min_len(4)
+        .map(|w| {
+            (builder[w] == w).then(|| Options::from(workload_options(ir, index, matrix, policy, w)))
+        })
+        .collect();
+    builder
+        .iter()
+        .map(|&b| {
+            built[b]
+                .clone()
+                .unwrap_or_else(|| Options::from(Vec::new()))
+        })
         .collect()
+}
+
+/// `f` of each workload's option list, computed once per distinct list (in parallel) and
+/// handed to every workload that shares it.
+pub fn per_list<T: Clone + Send + Sync>(
+    options: &[Options],
+    f: impl Fn(&[Opt]) -> T + Sync,
+) -> Vec<T> {
+    let mut list_of: std::collections::HashMap<*const Opt, usize> =
+        std::collections::HashMap::with_capacity(options.len());
+    let mut distinct: Vec<&Options> = Vec::new();
+    let which: Vec<usize> = options
+        .iter()
+        .map(|o| {
+            *list_of.entry(o.as_ptr()).or_insert_with(|| {
+                distinct.push(o);
+                distinct.len() - 1
+            })
+        })
+        .collect();
+    let values: Vec<T> = distinct.par_iter().map(|o| f(o)).collect();
+    which.iter().map(|&i| values[i].clone()).collect()
+}
+
+/// Everything [`workload_options`] reads about workload `w`.
+#[derive(PartialEq, Eq, Hash)]
+struct OptionKey<'a> {
+    row: &'a [super::verdict::Cell],
+    fits: &'a [PoolFit],
+    gpu: u32,
+    prefs: Vec<Preference>,
+    fallback: &'a [crate::ir::TargetId],
+    /// Accelerators (by pool kind) the workload's entitlements refuse.
+    refused_kinds: Vec<u32>,
+    /// Data set names, when an objective reads latency.
+    data: &'a [u32],
+    /// The model, when the workload takes no GPU (its CPU variant).
+    model: Option<crate::ir::ModelId>,
+}
+
+impl<'a> OptionKey<'a> {
+    fn of(
+        ir: &'a Ir,
+        index: &'a EstateIndex,
+        matrix: &'a EligibilityMatrix,
+        policy: &PolicyContext,
+        w: usize,
+    ) -> Self {
+        let workload = &ir.workloads[w];
+        let prefs = preferences(ir, w);
+        let gpu = gpu_units(workload);
+        let refused_kinds = index
+            .kinds
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| !policy.accelerator_allowed(ir, w, k.accelerator))
+            .map(|(i, _)| i as u32)
+            .collect();
+        OptionKey {
+            row: matrix.row(w),
+            fits: matrix.fits().row(w),
+            gpu,
+            data: if prefs.contains(&Preference::LowestDataLatency) {
+                index.workload_data(w)
+            } else {
+                &[]
+            },
+            prefs,
+            fallback: &workload.placement.fallback,
+            refused_kinds,
+            model: if gpu == 0 { workload.model } else { None },
+        }
+    }
 }
 
 fn workload_options(
@@ -241,7 +345,7 @@ impl CapacityLedger {
 #[derive(Clone, Debug, Default)]
 pub struct Assignment {
     /// Per workload, its options sorted by rank.
-    pub options: Vec<Vec<Opt>>,
+    pub options: Vec<Options>,
     /// Per workload, `(option index, replicas)` sorted by option index.
     pub slots: Vec<Vec<(u32, u32)>>,
     pub ledger: CapacityLedger,
@@ -340,7 +444,7 @@ pub fn assign_given(
     ir: &Ir,
     index: &EstateIndex,
     policy: &PolicyContext,
-    options: Vec<Vec<Opt>>,
+    options: Vec<Options>,
     counts: &[Vec<u32>],
 ) -> Assignment {
     let mut a = Assigner::new(ir, index, policy, options);
@@ -361,20 +465,17 @@ impl<'a> Assigner<'a> {
         ir: &'a Ir,
         index: &'a EstateIndex,
         policy: &'a PolicyContext,
-        options: Vec<Vec<Opt>>,
+        options: Vec<Options>,
     ) -> Self {
         let n = ir.workloads.len();
         let partners = isolation_partners(ir);
         // Permitted targets per workload: the targets its options are on.
-        let permitted: Vec<usize> = options
-            .iter()
-            .map(|opts| {
-                let mut targets: Vec<u32> = opts.iter().map(|o| o.target).collect();
-                targets.sort_unstable();
-                targets.dedup();
-                targets.len()
-            })
-            .collect();
+        let permitted: Vec<usize> = per_list(&options, |opts| {
+            let mut targets: Vec<u32> = opts.iter().map(|o| o.target).collect();
+            targets.sort_unstable();
+            targets.dedup();
+            targets.len()
+        });
         let mut order: Vec<u32> = (0..n as u32).collect();
         order.sort_by(|&a, &b| {
             let (wa, wb) = (&ir.workloads[a as usize], &ir.workloads[b as usize]);
@@ -441,8 +542,18 @@ struct Assigner<'a> {
 impl Assigner<'_> {
     fn run(&mut self) {
         let order = self.out.order.clone();
+        // The first pass only places, so capacity only shrinks: an option a workload's demand
+        // does not fit stays so for every later workload of the same option list and demand.
+        // `full_prefix` remembers how far each such list is full, so a dense fleet's
+        // workloads do not each walk past the same full pools (issue 22).
+        let mut full_prefix = std::collections::HashMap::new();
         for &w in &order {
-            self.greedy(w as usize);
+            let w = w as usize;
+            let key = self.demand_key(w);
+            let start = full_prefix.get(&key).copied().unwrap_or(0);
+            let start = self.skip_full(w, start);
+            self.greedy_from(w, start);
+            full_prefix.insert(key, self.skip_full(w, start));
         }
         self.repair_all(&order);
         self.improve_all(&order);
@@ -528,8 +639,12 @@ impl Assigner<'_> {
     }
 
     fn greedy(&mut self, w: usize) {
+        self.greedy_from(w, 0);
+    }
+
+    /// [`Self::greedy`], every option of `w` before `cursor` known to be infeasible.
+    fn greedy_from(&mut self, w: usize, mut cursor: usize) {
         let missing = self.ir.workloads[w].replicas - self.out.placed(w);
-        let mut cursor = 0;
         for _ in 0..missing {
             if self.out.cap_block(self.ir, self.policy, w).is_some() {
                 return;
@@ -539,6 +654,31 @@ impl Assigner<'_> {
             };
             self.place(w, choice);
         }
+    }
+
+    /// What makes two workloads' options full alike: the same list (hence the same GPUs per
+    /// replica) and the same CPU and memory per replica.
+    fn demand_key(&self, w: usize) -> (*const Opt, u64, u64) {
+        let r = &self.ir.workloads[w].resources;
+        (self.out.options[w].as_ptr(), r.cpu_millis, r.memory)
+    }
+
+    /// The first option of `w` at or after `from` whose pool and target have room for one
+    /// replica's GPUs, CPU and memory (what only shrinks while replicas are only placed).
+    fn skip_full(&self, w: usize, from: usize) -> usize {
+        let workload = &self.ir.workloads[w];
+        let (gpu, r) = (gpu_units(workload), &workload.resources);
+        let l = &self.out.ledger;
+        let opts = &self.out.options[w];
+        (from..opts.len())
+            .find(|&i| {
+                let o = &opts[i];
+                let t = o.target as usize;
+                (o.flat_pool == NO_POOL || l.pool_free[o.flat_pool as usize] >= gpu)
+                    && l.cpu_free[t] >= r.cpu_millis
+                    && l.memory_free[t] >= r.memory
+            })
+            .unwrap_or(opts.len())
     }
 
     /// The best feasible option of `w` at or after `*cursor` and before `limit`; moves the
@@ -1137,6 +1277,51 @@ mod tests {
                 (ir.targets[o.target as usize].name.clone(), *n)
             })
             .collect()
+    }
+
+    /// Workloads that share an option list get exactly the list they would build alone,
+    /// policy (entitlements refusing accelerators, deny rules) included.
+    #[test]
+    fn shared_options_are_each_workloads_own() {
+        use crate::testing::{
+            dense,
+            ir::{EstateShape, estate},
+        };
+        let mut shape = dense::DenseShape::new(400, 40);
+        shape.requirement_sets = 7;
+        let at: jiff::Timestamp = "2025-06-04T10:00:00Z".parse().unwrap_or_default();
+        let estates = [
+            dense::dense_ir(shape),
+            estate(
+                3,
+                EstateShape {
+                    workloads: 300,
+                    targets: 50,
+                },
+            ),
+        ];
+        for (i, ir) in estates.iter().enumerate() {
+            let ir = ir.clone();
+            let index = EstateIndex::build(&ir);
+            let mut m = EligibilityMatrix::compute(&ir, &index);
+            let p = PolicyContext::new(&ir, at);
+            p.apply(&ir, &index, &mut m);
+            let shared = build_options(&ir, &index, &m, &p);
+            let distinct: BTreeSet<*const Opt> = shared.iter().map(|o| o.as_ptr()).collect();
+            if i == 0 {
+                assert!(
+                    distinct.len() < ir.workloads.len() / 2,
+                    "the dense estate shares lists"
+                );
+            }
+            for (w, options) in shared.iter().enumerate() {
+                assert_eq!(
+                    **options,
+                    *workload_options(&ir, &index, &m, &p, w),
+                    "workload {w}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -36,7 +36,7 @@ use rayon::prelude::*;
 pub const NO_VARIANT: u16 = u16::MAX;
 
 /// How a workload fits pools of one kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PoolFit {
     /// Fits, with this variant of its model (or [`NO_VARIANT`]).
     Fits { variant: u16 },
@@ -74,7 +74,7 @@ impl FitTable {
             .unwrap_or(PoolFit::Fails(Reason::Accelerator))
     }
 
-    fn row(&self, w: usize) -> &[PoolFit] {
+    pub(crate) fn row(&self, w: usize) -> &[PoolFit] {
         self.fits
             .get(w * self.n_kinds..(w + 1) * self.n_kinds)
             .unwrap_or(&[])
@@ -110,6 +110,14 @@ impl EligibilityMatrix {
             return matrix;
         }
         let fits = &matrix.fits;
+        // Workloads whose requirements are the same have the same row (issue 22: classes, not
+        // pairs): the first of each computes it, the others copy it.
+        let keys: Vec<RowKey<'_>> = (0..n_workloads)
+            .into_par_iter()
+            .with_min_len(256)
+            .map(|w| RowKey::of(ir, index, w, fits.row(w)))
+            .collect();
+        let source = super::classes::first_of_class(&keys);
         // Rows in parallel, several per task when rows are short; a long row (few workloads,
         // many targets) is itself split into chunks.
         let rows_per_task = (PAIRS_PER_TASK / n_targets).max(1);
@@ -119,6 +127,7 @@ impl EligibilityMatrix {
             .par_chunks_mut(n_targets)
             .enumerate()
             .with_min_len(rows_per_task)
+            .filter(|(w, _)| source[*w] == *w)
             .for_each(|(w, row)| {
                 let ctx = RowContext::new(ir, index, w, fits.row(w));
                 row.par_chunks_mut(chunk)
@@ -130,6 +139,14 @@ impl EligibilityMatrix {
                         }
                     });
             });
+        // INVARIANT: `source[w] <= w`, so every copied row was computed above.
+        for (w, &from) in source.iter().enumerate() {
+            if from != w {
+                matrix
+                    .cells
+                    .copy_within(from * n_targets..(from + 1) * n_targets, w * n_targets);
+            }
+        }
         matrix
     }
 
@@ -196,6 +213,48 @@ impl EligibilityMatrix {
             .with_min_len(1 << 16)
             .filter(|v| v.is_ok())
             .count()
+    }
+}
+
+/// Everything [`RowContext::check`] reads about a workload: two workloads with equal keys
+/// have equal rows. Compared in full (never by hash alone).
+#[derive(PartialEq, Eq, Hash)]
+struct RowKey<'a> {
+    candidates: Option<&'a [crate::ir::TargetId]>,
+    environments: &'a [EnvClass],
+    connectivity: crate::ir::Connectivity,
+    gpu: u32,
+    fits: &'a [PoolFit],
+    /// The model, for a workload without GPUs (its CPU variant).
+    model: Option<crate::ir::ModelId>,
+    /// Data set names (interned) with their latency bounds.
+    data: Vec<(u32, Option<u64>)>,
+    services: Vec<(crate::ir::ServiceId, crate::ir::Maturity)>,
+    cpu_millis: u64,
+    memory: u64,
+}
+
+impl<'a> RowKey<'a> {
+    fn of(ir: &'a Ir, index: &'a EstateIndex, wi: usize, fits: &'a [PoolFit]) -> Self {
+        let w = &ir.workloads[wi];
+        let gpu = gpu_units(w);
+        RowKey {
+            candidates: w.placement.candidates.as_deref(),
+            environments: &w.environments,
+            connectivity: w.connectivity,
+            gpu,
+            fits,
+            model: if gpu == 0 { w.model } else { None },
+            data: index
+                .workload_data(wi)
+                .iter()
+                .zip(&w.data)
+                .map(|(&name, d)| (name, d.max_latency))
+                .collect(),
+            services: w.services.iter().map(|s| (s.service, s.min)).collect(),
+            cpu_millis: w.resources.cpu_millis,
+            memory: w.resources.memory,
+        }
     }
 }
 
@@ -403,6 +462,37 @@ mod tests {
         (0..ir.workloads.len())
             .map(|w| m.row(w).iter().map(|v| v.reason()).collect())
             .collect()
+    }
+
+    /// Workloads that share a row (same requirements) get exactly the row they would get on
+    /// their own, on a dense estate (many shared rows) and the sparse generated one.
+    #[test]
+    fn shared_rows_are_each_workloads_own_row() {
+        use crate::testing::{
+            dense,
+            ir::{EstateShape, estate},
+        };
+        let mut shape = dense::DenseShape::new(400, 40);
+        shape.requirement_sets = 7;
+        for ir in [
+            dense::dense_ir(shape),
+            estate(
+                3,
+                EstateShape {
+                    workloads: 300,
+                    targets: 50,
+                },
+            ),
+        ] {
+            let index = EstateIndex::build(&ir);
+            let m = EligibilityMatrix::compute(&ir, &index);
+            for w in 0..ir.workloads.len() {
+                let ctx = RowContext::new(&ir, &index, w, m.fits().row(w));
+                for t in 0..ir.targets.len() {
+                    assert_eq!(m.get(w, t), Cell::from(ctx.check(t)), "pair ({w}, {t})");
+                }
+            }
+        }
     }
 
     #[test]

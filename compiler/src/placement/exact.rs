@@ -76,7 +76,7 @@ pub fn assign_exact(
     time_limit_s: f64,
 ) -> (Assignment, ExactOutcome) {
     let options = build_options(ir, index, matrix, policy);
-    let n: usize = options.iter().map(Vec::len).sum();
+    let n: usize = options.iter().map(|o| o.len()).sum();
     if n > MAX_OPTIONS {
         return (
             assign::assign(ir, index, matrix, policy),
@@ -101,7 +101,7 @@ type Terms = Vec<(usize, f64)>;
 
 /// The program: variables, rows, and the objectives in order.
 struct Model<'a> {
-    options: &'a [Vec<Opt>],
+    options: &'a [assign::Options],
     /// First variable of each workload's options.
     first: Vec<usize>,
     /// Upper bound of each placement variable (the workload's replicas).
@@ -115,7 +115,12 @@ struct Model<'a> {
 }
 
 impl<'a> Model<'a> {
-    fn new(ir: &Ir, index: &EstateIndex, policy: &PolicyContext, options: &'a [Vec<Opt>]) -> Self {
+    fn new(
+        ir: &Ir,
+        index: &EstateIndex,
+        policy: &PolicyContext,
+        options: &'a [assign::Options],
+    ) -> Self {
         let mut first = Vec::with_capacity(options.len());
         let mut upper = Vec::new();
         for (w, opts) in options.iter().enumerate() {

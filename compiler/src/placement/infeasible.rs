@@ -30,6 +30,16 @@ pub enum Shortfall {
     Blocked(Block, usize),
 }
 
+/// What the verdict of an unused target reads about its workload, whatever the target.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum UnusedContext {
+    /// Every replica is placed; options from this index on rank no better than the worst
+    /// used (all of them when it wants no replica).
+    Full { not_needed_from: usize },
+    /// Replicas are missing; the cap that one more replica would exceed, if one does.
+    Short { cap: Option<u32> },
+}
+
 impl Solved<'_> {
     /// What keeps one more replica of `w` from being placed, at the final assignment.
     pub fn shortfall(&self, w: usize) -> Shortfall {
@@ -66,22 +76,55 @@ impl Solved<'_> {
     /// worst-ranked target used; otherwise what keeps one more replica off it (the settled
     /// assignment leaves every such option blocked: see `Assigner::settle`).
     pub fn unused_verdict(&self, w: usize, first_option: Option<usize>) -> Verdict {
+        self.unused_verdict_in(&self.unused_context(w), w, first_option)
+    }
+
+    /// What [`Self::unused_verdict`] reads about `w` whatever the target: computed once per
+    /// workload when a plan walks all its unused targets.
+    pub(crate) fn unused_context(&self, w: usize) -> UnusedContext {
         let a = &self.assignment;
         let options = &a.options[w];
-        let Some(first) = first_option.and_then(|i| options.get(i)) else {
-            return Verdict::reject(Reason::NotNeeded, 0);
-        };
         if a.placed(w) >= self.ir.workloads[w].replicas {
             let worst_used = a.slots[w]
                 .iter()
                 .map(|(i, _)| options[*i as usize].rank())
                 .max();
-            if worst_used.is_none_or(|worst| first.rank() >= worst) {
-                return Verdict::reject(Reason::NotNeeded, 0);
+            // Options are sorted by rank: those from here on rank no better than the worst used.
+            UnusedContext::Full {
+                not_needed_from: worst_used
+                    .map_or(0, |worst| options.partition_point(|o| o.rank() < worst)),
             }
-        } else if let Some(c) = a.cap_block(self.ir, &self.policy, w) {
-            let reason = self.policy.caps[c as usize].source.reason();
-            return Verdict::reject(reason, c);
+        } else {
+            UnusedContext::Short {
+                cap: a.cap_block(self.ir, &self.policy, w),
+            }
+        }
+    }
+
+    /// [`Self::unused_verdict`] given `w`'s [`UnusedContext`].
+    pub(crate) fn unused_verdict_in(
+        &self,
+        context: &UnusedContext,
+        w: usize,
+        first_option: Option<usize>,
+    ) -> Verdict {
+        let a = &self.assignment;
+        let options = &a.options[w];
+        let Some(first_index) = first_option.filter(|&i| i < options.len()) else {
+            return Verdict::reject(Reason::NotNeeded, 0);
+        };
+        let first = &options[first_index];
+        match *context {
+            UnusedContext::Full { not_needed_from } => {
+                if first_index >= not_needed_from {
+                    return Verdict::reject(Reason::NotNeeded, 0);
+                }
+            }
+            UnusedContext::Short { cap: Some(c) } => {
+                let reason = self.policy.caps[c as usize].source.reason();
+                return Verdict::reject(reason, c);
+            }
+            UnusedContext::Short { cap: None } => {}
         }
         match a.blocker_with(self.ir, &self.index, w, first) {
             Some(Block::SpreadTarget) => Verdict::reject(Reason::Spread, SPREAD_TARGET),
@@ -340,7 +383,7 @@ impl Solved<'_> {
                 // The pools only capacity keeps the workload off (not isolation, not spread),
                 // fullest free first, then in option order; a replica takes its GPUs from one pool.
                 let mut pools: Vec<(u64, usize, u32)> = Vec::new();
-                for opt in &a.options[w] {
+                for opt in a.options[w].iter() {
                     if opt.flat_pool == NO_POOL || pools.iter().any(|(_, _, f)| *f == opt.flat_pool)
                     {
                         continue;

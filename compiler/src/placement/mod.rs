@@ -6,13 +6,15 @@
 //! plan: placements with their realisation (variant, data endpoints, service bindings,
 //! cost, score), rejected targets with reasons ([`reasons`]), infeasibility explained
 //! ([`infeasible`]), ledgers, window states, approvals and reclaims. [`screen`] runs the
-//! stages that depend on neither load nor time alone, for the fleet analysis.
+//! stages that depend on neither load nor time alone, for the fleet analysis. `classes`
+//! groups workloads whose work is shared (issue 22).
 //!
 //! The meaning of every form and the algorithm are documented in `docs/placement.md`.
 //! Deterministic: the same IR and instant give byte-identical JSON; parallel stages write
 //! into preallocated slots or collect in order, and nothing iterates a hashed collection.
 
 pub mod assign;
+mod classes;
 pub mod eligibility;
 #[cfg(feature = "exact")]
 pub mod exact;
@@ -126,10 +128,11 @@ impl Solved<'_> {
     /// Assembles the plan.
     pub fn plan(&self, at: Timestamp, source_digest: &str, compiler_version: &str) -> Plan {
         let ir = self.ir;
+        let first_options = first_options(&self.assignment.options);
         let workloads: Vec<WorkloadPlan> = (0..ir.workloads.len())
             .into_par_iter()
             .with_min_len(16)
-            .map(|w| self.workload_plan(w))
+            .map(|w| self.workload_plan(w, &first_options[w]))
             .collect();
         let mut plan = Plan {
             format: PLAN_FORMAT.into(),
@@ -158,7 +161,7 @@ impl Solved<'_> {
         plan
     }
 
-    fn workload_plan(&self, w: usize) -> WorkloadPlan {
+    fn workload_plan(&self, w: usize, first_option: &[(u32, u32)]) -> WorkloadPlan {
         let ir = self.ir;
         let workload = &ir.workloads[w];
         let a = &self.assignment;
@@ -209,7 +212,7 @@ impl Solved<'_> {
             status,
             replicas: workload.replicas,
             placements,
-            rejected: self.rejections(w, &slots),
+            rejected: self.rejections(w, &slots, first_option),
             cost_per_day: cost,
             approval,
             fallback,
@@ -332,7 +335,12 @@ impl Solved<'_> {
     /// Every target `w` does not use, with its reason. Beyond [`FULL_LISTING_TARGETS`]
     /// targets, per reason only the first [`REJECTIONS_LISTED_PER_REASON`] (in IR order) are
     /// listed and the last of them counts the others.
-    fn rejections(&self, w: usize, slots: &[(Opt, u32)]) -> Vec<Rejection> {
+    fn rejections(
+        &self,
+        w: usize,
+        slots: &[(Opt, u32)],
+        first_option: &[(u32, u32)],
+    ) -> Vec<Rejection> {
         let limit = if self.ir.targets.len() <= FULL_LISTING_TARGETS {
             usize::MAX
         } else {
@@ -341,17 +349,12 @@ impl Solved<'_> {
         let mut used: Vec<u32> = slots.iter().map(|(o, _)| o.target).collect();
         used.sort_unstable();
         used.dedup();
-        // First option per target, for the assignment-stage reason of permitted targets.
-        let mut first_option: Vec<(u32, usize)> = self.assignment.options[w]
-            .iter()
-            .enumerate()
-            .map(|(i, o)| (o.target, i))
-            .collect();
-        first_option.sort_unstable();
-        first_option.dedup_by_key(|(t, _)| *t);
         let mut counts = [0u32; Reason::COUNT];
         let mut listed: Vec<(usize, Verdict)> = Vec::new();
         let mut next_used = used.iter().peekable();
+        // Targets ascend, and so does `first_option`: one cursor walks it.
+        let mut next_first = first_option.iter().peekable();
+        let context = self.unused_context(w);
         for (t, &v) in self.matrix.row(w).iter().enumerate() {
             if next_used.peek() == Some(&&(t as u32)) {
                 next_used.next();
@@ -359,11 +362,12 @@ impl Solved<'_> {
             }
             let permitted = v.is_ok();
             let v = if permitted {
-                let first = first_option
-                    .binary_search_by_key(&(t as u32), |(x, _)| *x)
-                    .ok()
-                    .map(|i| first_option[i].1);
-                self.unused_verdict(w, first)
+                while next_first.next_if(|(x, _)| (*x as usize) < t).is_some() {}
+                let first = next_first
+                    .peek()
+                    .filter(|(x, _)| *x as usize == t)
+                    .map(|(_, i)| *i as usize);
+                self.unused_verdict_in(&context, w, first)
             } else {
                 // The detail is recomputed only for the targets listed.
                 Verdict::reject(v.reason().unwrap_or(Reason::NotNeeded), 0)
@@ -437,4 +441,20 @@ impl Solved<'_> {
             })
             .collect()
     }
+}
+
+/// Per workload, its options' first index on each target, as `(target, index)` sorted by
+/// target — for the assignment-stage reason of a permitted target it does not use. Workloads
+/// sharing an option list ([`assign::Options`]) share the table, built once.
+fn first_options(options: &[assign::Options]) -> Vec<std::sync::Arc<[(u32, u32)]>> {
+    assign::per_list(options, |opts| {
+        let mut first: Vec<(u32, u32)> = opts
+            .iter()
+            .enumerate()
+            .map(|(i, o)| (o.target, i as u32))
+            .collect();
+        first.sort_unstable();
+        first.dedup_by_key(|(t, _)| *t);
+        first.into()
+    })
 }

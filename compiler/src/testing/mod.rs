@@ -3,6 +3,7 @@
 //! never builds it). Nothing in the pipeline calls into here.
 //!
 //! - [`fuzz`]: the properties the fuzz targets check, shared with the corpus replay test.
+//! - [`dense`]: dense estates as `.berth` specs (similar clusters; issue 22's benchmarks).
 //! - [`ir`]: IRs built in code ([`ir::IrBuilder`]) and generated estates of any size
 //!   ([`ir::estate`]).
 //! - [`layout`]: a plan without what depends on its spec's layout, for "`fmt` keeps the plan".
@@ -14,6 +15,7 @@
 //! platform. This is test support, not compiler input: a mistake in a test panics, saying
 //! which.
 
+pub mod dense;
 pub mod fuzz;
 pub mod ir;
 pub mod layout;

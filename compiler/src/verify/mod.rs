@@ -29,7 +29,7 @@ use crate::plan::{Placement, Plan, ReclaimRule, Verification, WorkloadPlan, Work
 use crate::source::Span;
 use fit::gpu_units;
 use jiff::Timestamp;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 /// One named check over the plan.
 type Check<'a> = (&'static str, fn(&mut Verifier<'a>));
@@ -79,8 +79,10 @@ pub fn verify(ir: &Ir, plan: &Plan, at: Timestamp) -> Result<Verification, Vec<V
         ir,
         plan,
         at,
+        names: Names::of(ir),
         workloads: Vec::new(),
         placed: Vec::new(),
+        placed_of: Vec::new(),
         windows: Vec::new(),
         violations: Vec::new(),
     };
@@ -118,14 +120,40 @@ impl Placed<'_> {
     }
 }
 
+/// The spec's workloads and targets by name (the first of a name, as the plan's names
+/// resolve), looked up once per name the plan holds rather than by a scan each time.
+struct Names<'a> {
+    workloads: HashMap<&'a str, WorkloadId>,
+    targets: HashMap<&'a str, TargetId>,
+}
+
+impl<'a> Names<'a> {
+    fn of(ir: &'a Ir) -> Self {
+        let mut workloads = HashMap::with_capacity(ir.workloads.len());
+        for (i, w) in ir.workloads.iter().enumerate() {
+            workloads
+                .entry(w.name.as_str())
+                .or_insert(WorkloadId(i as u32));
+        }
+        let mut targets = HashMap::with_capacity(ir.targets.len());
+        for (i, t) in ir.targets.iter().enumerate() {
+            targets.entry(t.name.as_str()).or_insert(TargetId(i as u32));
+        }
+        Names { workloads, targets }
+    }
+}
+
 struct Verifier<'a> {
     ir: &'a Ir,
     plan: &'a Plan,
     at: Timestamp,
+    names: Names<'a>,
     /// Plan workloads that resolved, first occurrence of each name only.
     workloads: Vec<Resolved<'a>>,
     /// Placements of those workloads that resolved.
     placed: Vec<Placed<'a>>,
+    /// Per spec workload, the indices of its entries in `placed` (filled with it).
+    placed_of: Vec<Vec<u32>>,
     /// Each spec window's state at `at`; `None` when its zone is unknown.
     windows: Vec<Option<bool>>,
     violations: Vec<Violation>,
@@ -136,6 +164,16 @@ struct Verifier<'a> {
 #[allow(clippy::indexing_slicing)]
 impl<'a> Verifier<'a> {
     // ------------------------------------------------------------ helpers
+
+    /// The spec's workload named `name` (the first, if several are).
+    fn workload_id(&self, name: &str) -> Option<WorkloadId> {
+        self.names.workloads.get(name).copied()
+    }
+
+    /// The spec's target named `name` (the first, if several are).
+    fn target_id(&self, name: &str) -> Option<TargetId> {
+        self.names.targets.get(name).copied()
+    }
 
     fn push(&mut self, v: Violation) {
         self.violations.push(v);
@@ -193,7 +231,11 @@ impl<'a> Verifier<'a> {
     }
 
     fn placements_of(&self, w: WorkloadId) -> impl Iterator<Item = &Placed<'a>> {
-        self.placed.iter().filter(move |p| p.w == w)
+        self.placed_of
+            .get(w.index())
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .map(|&i| &self.placed[i as usize])
     }
 
     /// Compares a plan list that must hold one entry per spec item, in spec order, and

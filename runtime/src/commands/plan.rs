@@ -10,7 +10,7 @@ use crate::files::output;
 use crate::report::{Exit, OutputFormat, Ui};
 use berth_compiler::diagnostics::render::render_terminal_limited;
 use berth_compiler::plan::Plan;
-use std::io;
+use std::io::{self, Write as _};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -89,8 +89,9 @@ pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         return what_if::run(&spec, &planned.plan, what_if, ui);
     }
     let plan = &planned.plan;
-    let json = plan_json(plan);
-    if let Some(out) = &args.out
+    // The JSON text is held only when it is saved; printed alone, it streams.
+    let json = args.out.as_ref().map(|_| plan_json(plan));
+    if let (Some(out), Some(json)) = (&args.out, &json)
         && let Err(e) = output::replace(out, json.as_bytes(), &spec.paths)
     {
         ui.problem(&e, Some(e.hint()))?;
@@ -114,7 +115,10 @@ pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         crate::audit::record_or_warn(entry, ui)?;
     }
     match ui.output {
-        OutputFormat::Json => ui.out.write_all(json.as_bytes())?,
+        OutputFormat::Json => match &json {
+            Some(json) => ui.out.write_all(json.as_bytes())?,
+            None => write_plan_json(plan, ui.out)?,
+        },
         OutputFormat::Markdown => {
             let mut text = super::markdown::plan(plan);
             if let Some(previous) = &args.previous {
@@ -144,6 +148,15 @@ pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
     } else {
         Exit::ErrorsFound
     })
+}
+
+/// [`plan_json`] written to `out` as it is serialised (the same bytes), without holding the
+/// text: a dense fleet's plan is tens of megabytes.
+fn write_plan_json(plan: &Plan, out: &mut dyn io::Write) -> io::Result<()> {
+    let mut out = io::BufWriter::with_capacity(1 << 16, out);
+    serde_json::to_writer_pretty(&mut out, plan).map_err(io::Error::other)?;
+    out.write_all(b"\n")?;
+    out.flush()
 }
 
 /// The plan as saved: two-space indentation and a final newline (`docs/plan-format.md`).

@@ -301,7 +301,7 @@ impl Assigner<'_> {
             if self.out.placed(w as usize) >= self.ir.workloads[w as usize].replicas {
                 continue;
             }
-            for o in &self.out.options[w as usize] {
+            for o in self.out.options[w as usize].iter() {
                 let mut keys = vec![key(Scarce::Target(o.target))];
                 if o.flat_pool != NO_POOL {
                     keys.push(key(Scarce::Pool(o.flat_pool)));

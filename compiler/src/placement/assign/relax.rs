@@ -318,7 +318,7 @@ impl Assigner<'_> {
         let before = self.class_tally(&s);
         let aim = self.take_in_missing(&mut s, order);
         let mut rng = SplitMix64(0x0B5E_55ED);
-        let options: usize = self.out.options.iter().map(Vec::len).sum();
+        let options: usize = self.out.options.iter().map(|o| o.len()).sum();
         let mut budget = (BUDGET_PER_OPTION * options)
             .min(BUDGET_PER_WORKLOAD * self.ir.workloads.len() + BUDGET_BASE);
         let mut step = 0usize;

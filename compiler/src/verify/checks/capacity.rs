@@ -203,7 +203,7 @@ impl<'a> Verifier<'a> {
         });
         let mut done = BTreeSet::new();
         for ledger in &self.plan.targets {
-            let Some(t) = ir.target_by_name(&ledger.target) else {
+            let Some(t) = self.target_id(&ledger.target) else {
                 continue;
             };
             if !done.insert(t) {

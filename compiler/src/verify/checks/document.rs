@@ -1,6 +1,6 @@
 //! The plan as a document: its format, instant, id, and the names it uses resolved to the spec.
 
-// INVARIANT: target ids come from `target_by_name` on this IR.
+// INVARIANT: target ids come from `Verifier::target_id` on this IR.
 #![allow(clippy::indexing_slicing)]
 
 use crate::ir::WorkloadId;
@@ -74,7 +74,7 @@ impl<'a> Verifier<'a> {
 
         let mut seen = BTreeSet::new();
         for wp in &plan.workloads {
-            let Some(w) = ir.workload_by_name(&wp.workload) else {
+            let Some(w) = self.workload_id(&wp.workload) else {
                 continue;
             };
             if !seen.insert(w) {
@@ -83,6 +83,11 @@ impl<'a> Verifier<'a> {
             self.check_workload_fields(w, wp);
             for placement in &wp.placements {
                 if let Some(p) = self.resolve_placement(w, placement) {
+                    if self.placed_of.len() <= w.index() {
+                        self.placed_of
+                            .resize(ir.workloads.len().max(w.index() + 1), Vec::new());
+                    }
+                    self.placed_of[w.index()].push(self.placed.len() as u32);
                     self.placed.push(p);
                 }
             }
@@ -91,7 +96,7 @@ impl<'a> Verifier<'a> {
                 .iter()
                 .chain(wp.rejected.iter().map(|r| &r.target));
             for t in targets {
-                if ir.target_by_name(t).is_none() {
+                if self.target_id(t).is_none() {
                     self.push(Violation::UnknownName {
                         kind: NameKind::Target,
                         name: t.clone(),
@@ -132,7 +137,7 @@ impl<'a> Verifier<'a> {
         w: WorkloadId,
         placement: &'a Placement,
     ) -> Option<Placed<'a>> {
-        let Some(t) = self.ir.target_by_name(&placement.target) else {
+        let Some(t) = self.target_id(&placement.target) else {
             self.push(Violation::UnknownName {
                 kind: NameKind::Target,
                 name: placement.target.clone(),

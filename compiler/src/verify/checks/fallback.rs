@@ -1,9 +1,11 @@
 //! Fallbacks, rejections and reclaim rules.
 
-use crate::ir::TargetId;
+// INVARIANT: target ids come from `Verifier::target_id` on this IR, so they index vectors
+// sized by `ir.targets.len()`.
+#![allow(clippy::indexing_slicing)]
+
 use crate::plan::RejectionStage;
 use crate::verify::*;
-use std::collections::BTreeSet;
 
 impl<'a> Verifier<'a> {
     pub(in crate::verify) fn check_fallback(&mut self) {
@@ -12,7 +14,7 @@ impl<'a> Verifier<'a> {
         for r in &self.workloads {
             let spec = self.workload(r.w);
             for name in &r.plan.fallback {
-                let Some(t) = ir.target_by_name(name) else {
+                let Some(t) = self.target_id(name) else {
                     continue;
                 };
                 let problem = if !spec.placement.fallback.contains(&t) {
@@ -46,13 +48,14 @@ impl<'a> Verifier<'a> {
         let mut found = Vec::new();
         for r in &self.workloads {
             let spec = self.workload(r.w);
-            let used: BTreeSet<&str> = r
-                .plan
-                .placements
-                .iter()
-                .map(|p| p.target.as_str())
-                .collect();
-            let mut seen = BTreeSet::new();
+            // By target id: what the plan places on, and what it lists as rejected.
+            let mut used = vec![false; ir.targets.len()];
+            for p in &r.plan.placements {
+                if let Some(t) = self.target_id(&p.target) {
+                    used[t.index()] = true;
+                }
+            }
+            let mut seen = vec![false; ir.targets.len()];
             let span = self.wspan(r.w);
             let problem = |target: &str, problem| Violation::RejectionMismatch {
                 workload: spec.name.clone(),
@@ -61,12 +64,12 @@ impl<'a> Verifier<'a> {
                 span,
             };
             for rej in &r.plan.rejected {
-                let Some(t) = ir.target_by_name(&rej.target) else {
+                let Some(t) = self.target_id(&rej.target) else {
                     continue;
                 };
-                if used.contains(rej.target.as_str()) {
+                if used[t.index()] {
                     found.push(problem(&rej.target, RejectionProblem::UsedTarget));
-                } else if !seen.insert(t) {
+                } else if std::mem::replace(&mut seen[t.index()], true) {
                     found.push(problem(&rej.target, RejectionProblem::Duplicate));
                 } else if rej.stage == RejectionStage::Eligibility
                     && rej.reason != "not_candidate"
@@ -80,9 +83,7 @@ impl<'a> Verifier<'a> {
                 .targets
                 .iter()
                 .enumerate()
-                .filter(|(i, t)| {
-                    !used.contains(t.name.as_str()) && !seen.contains(&TargetId(*i as u32))
-                })
+                .filter(|(i, _)| !used[*i] && !seen[*i])
                 .map(|(_, t)| t.name.as_str())
                 .collect();
             let others = r

@@ -11,7 +11,7 @@
 //! earlier fallback) could take it.
 
 // INVARIANT: workload and target ids come from `Resolved` and `Placed` or from
-// `ir.target_by_name`, resolved against this IR; pool indices from `0..pools.len()`.
+// `Verifier::target_id`, resolved against this IR; pool indices from `0..pools.len()`.
 #![allow(clippy::indexing_slicing)]
 
 use crate::ir::{Preference, TargetId, WorkloadId};
@@ -419,7 +419,7 @@ impl<'a> Verifier<'a> {
             };
             let worst_used = used.iter().map(|&u| (self.rank(r.w, u), u)).max();
             for rej in &r.plan.rejected {
-                let Some(t) = ir.target_by_name(&rej.target) else {
+                let Some(t) = self.target_id(&rej.target) else {
                     continue;
                 };
                 if used.contains(&t) {
