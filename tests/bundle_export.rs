@@ -209,23 +209,42 @@ target cloud {{
 
     /// `berth bundle export SPEC --target TARGET OUT` signed with `key` (`cp` or `other`).
     fn export(&self, target: &str, out: &Path, key: &str) -> (i32, String, String) {
+        self.export_with(&[], target, out, key)
+    }
+
+    /// [`Site::export`] with global flags `flags` (`--output json`).
+    fn export_with(
+        &self,
+        flags: &[&str],
+        target: &str,
+        out: &Path,
+        key: &str,
+    ) -> (i32, String, String) {
         let root = self.root();
-        berth(&[
+        let (spec, store, key) = (
+            root.join("spec"),
+            root.join("store"),
+            root.join(format!("{key}.key")),
+        );
+        let auth = root.join("registry-auth.json");
+        let mut args = flags.to_vec();
+        args.extend([
             "bundle",
             "export",
-            p(&root.join("spec")),
+            p(&spec),
             "--target",
             target,
             p(out),
             "--bundles",
-            p(&root.join("store")),
+            p(&store),
             "--key",
-            p(&root.join(format!("{key}.key"))),
+            p(&key),
             "--registry-ca",
             p(&self.registry.ca),
             "--registry-auth",
-            p(&root.join("registry-auth.json")),
-        ])
+            p(&auth),
+        ]);
+        berth(&args)
     }
 
     fn export_ok(&self, name: &str, key: &str) -> PathBuf {
@@ -504,7 +523,7 @@ fn tampered_blobs_foreign_signatures_and_older_generations_are_refused() {
 }
 
 #[test]
-fn only_edge_targets_the_plan_places_on_can_be_exported() {
+fn only_edge_targets_can_be_exported_and_an_export_again_fetches_nothing_the_media_holds() {
     let site = Site::new();
     let root = site.root().to_path_buf();
     let out = root.join("out");
@@ -521,4 +540,29 @@ fn only_edge_targets_the_plan_places_on_can_be_exported() {
     assert!(err.contains("exportable targets: `site`"), "{err}");
     assert!(!out.exists(), "nothing written");
     assert!(!root.join("store").exists(), "nothing published");
+
+    // Exported twice to the same media: the second run fetches nothing the media holds.
+    let json = |run: (i32, String, String)| -> Value {
+        assert_eq!(run.0, 0, "{}", run.2);
+        serde_json::from_str(&run.1).expect("one JSON document")
+    };
+    let first = json(site.export_with(&["--output", "json"], "site", &out, "cp"));
+    assert_eq!(first["target"], "site");
+    assert_eq!(first["generation"], 1);
+    let fetched = |doc: &Value| -> Vec<bool> {
+        doc["artifacts"]
+            .as_array()
+            .expect("artifacts")
+            .iter()
+            .map(|a| a["fetched"].as_bool().expect("fetched"))
+            .collect()
+    };
+    assert_eq!(fetched(&first), [true, true], "{first}");
+    let again = json(site.export_with(&["--output", "json"], "site", &out, "cp"));
+    assert_eq!(again["generation"], 2);
+    assert_eq!(fetched(&again), [false, false], "{again}");
+    assert_eq!(
+        again["bytes"], first["bytes"],
+        "the old bundle's blobs were removed"
+    );
 }
