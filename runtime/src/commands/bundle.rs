@@ -151,22 +151,27 @@ fn run_export(args: &ExportArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
     ui.status(&format_args!(
         "target `{target}`: bundle generation {generation} published to {address}"
     ))?;
+    let bundle = Bundle::from_plan(ir, plan, target, generation);
+    let exported = runtime.block_on(export::export(
+        &args.dir, &signed, &bundle, client, registries,
+    ));
+    // Published to the store whatever became of the export: the audit trail says both.
     let warning = crate::audit::record(crate::audit::Entry {
         actor: crate::audit::local_actor(),
         action: crate::audit::Action::Applied,
         plan_id: plan.plan_id.clone(),
         target: Some(target.to_string()),
-        outcome: "ok".to_string(),
+        outcome: match &exported {
+            Ok(_) => "ok".to_string(),
+            Err(e) => format!("failed: the export to `{}`: {e}", args.dir.display()),
+        },
         detail: serde_json::json!({
             "runtime": "edge",
             "generation": generation,
+            "published": address,
             "exported_to": args.dir.display().to_string(),
         }),
     });
-    let bundle = Bundle::from_plan(ir, plan, target, generation);
-    let exported = runtime.block_on(export::export(
-        &args.dir, &signed, &bundle, client, registries,
-    ));
     if let Some(warning) = warning {
         ui.status(&warning)?;
     }
