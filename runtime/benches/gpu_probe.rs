@@ -12,35 +12,24 @@
 //! of one core. CPU time is the whole process's (`CLOCK_PROCESS_CPUTIME_ID`): threads NVML
 //! starts count too. Without an NVIDIA driver it says so and exits 0.
 
-use berth_runtime::agent::gpu::{GpuProbe, NvmlProbe};
-use rustix::time::{ClockId, clock_gettime};
-use std::time::{Duration, Instant};
+mod support;
 
-fn cpu() -> Duration {
-    let t = clock_gettime(ClockId::ProcessCPUTime);
-    Duration::new(
-        u64::try_from(t.tv_sec).unwrap_or(0),
-        u32::try_from(t.tv_nsec).unwrap_or(0),
-    )
-}
+use berth_runtime::agent::gpu::{GpuProbe, NvmlProbe};
+use std::time::{Duration, Instant};
 
 /// Mean wall and CPU microseconds of `n` samples.
 fn measure(probe: &mut NvmlProbe, n: u32, processes: bool) -> (f64, f64) {
-    let (wall, cpu0) = (Instant::now(), cpu());
+    let (wall, cpu0) = (Instant::now(), support::cpu());
     for _ in 0..n {
         std::hint::black_box(probe.sample(processes).expect("sample"));
     }
     let per = |d: Duration| d.as_secs_f64() * 1e6 / f64::from(n);
-    (per(wall.elapsed()), per(cpu() - cpu0))
+    (per(wall.elapsed()), per(support::cpu() - cpu0))
 }
 
 fn main() {
-    let seconds: u32 = std::env::args()
-        .skip(1)
-        .find(|a| !a.starts_with('-'))
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(30);
-    let (wall, cpu0) = (Instant::now(), cpu());
+    let seconds: u32 = support::number_arg(30);
+    let (wall, cpu0) = (Instant::now(), support::cpu());
     let mut probe = match NvmlProbe::open() {
         Ok(p) => p,
         Err(e) => {
@@ -52,7 +41,7 @@ fn main() {
         "{}: opened in {:.1} ms wall, {:.1} ms CPU",
         probe.describe(),
         wall.elapsed().as_secs_f64() * 1e3,
-        (cpu() - cpu0).as_secs_f64() * 1e3
+        (support::cpu() - cpu0).as_secs_f64() * 1e3
     );
     let devices = probe.sample(true).expect("sample");
     for d in &devices {
@@ -76,13 +65,13 @@ fn main() {
     println!("sample with processes and MIG (200): {full_wall:.1} µs wall, {full_cpu:.1} µs CPU");
 
     // The agent's cadence: one sample a second, processes every tenth.
-    let (wall, cpu0) = (Instant::now(), cpu());
+    let (wall, cpu0) = (Instant::now(), support::cpu());
     for tick in 0..seconds {
         let next = wall + Duration::from_secs(u64::from(tick) + 1);
         std::hint::black_box(probe.sample(tick % 10 == 0).expect("sample"));
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
     }
-    let (elapsed, used) = (wall.elapsed(), cpu() - cpu0);
+    let (elapsed, used) = (wall.elapsed(), support::cpu() - cpu0);
     println!(
         "at 1 Hz for {seconds} s (processes every 10th): {:.2} ms CPU in {:.1} s = {:.4}% of one core (goal < 0.1%)",
         used.as_secs_f64() * 1e3,

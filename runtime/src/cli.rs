@@ -64,6 +64,10 @@ pub enum Command {
     Keys(commands::keys::KeysCommand),
     /// Run the edge agent: pull signed bundles, run their workloads, buffer telemetry.
     Agent(commands::agent::AgentArgs),
+    /// Carried bundles for air-gapped sites: `export` writes an edge target's signed bundle
+    /// and its model artifacts as an OCI image layout (`berth agent --import DIR` runs it).
+    #[command(subcommand)]
+    Bundle(commands::bundle::BundleCommand),
     /// Run the language server on stdin and stdout (for editors; see docs/editors.md).
     Lsp,
     /// Render the plan's Kubernetes objects as YAML, one file per cluster and namespace.
@@ -102,6 +106,7 @@ impl Command {
             Command::Fmt { .. } => "fmt",
             Command::Keys(_) => "keys",
             Command::Agent(_) => "agent",
+            Command::Bundle(_) => "bundle",
             Command::Lsp => "lsp",
             Command::Render(_) => "render",
             Command::Apply(_) => "apply",
@@ -245,6 +250,7 @@ fn dispatch(command: Command, ui: &mut Ui<'_>) -> io::Result<Exit> {
             agent_logs();
             commands::agent::run(args, ui)
         }
+        Command::Bundle(command) => commands::bundle::run(&command, ui),
         Command::Lsp => Ok(crate::lsp::main()),
         Command::Render(args) => commands::render::run(&args, ui),
         Command::Apply(args) => commands::apply::run(&args, ui),

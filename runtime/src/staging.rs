@@ -166,7 +166,7 @@ pub async fn stage(
 }
 
 /// The file name of a single-file artifact: its URI's last path segment, or `model`.
-fn file_name(uri: &str) -> String {
+pub fn file_name(uri: &str) -> String {
     let path = uri.split(['?', '#']).next().unwrap_or(uri);
     let last = path.rsplit('/').next().unwrap_or("");
     let safe = !last.is_empty()

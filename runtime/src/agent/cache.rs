@@ -72,6 +72,24 @@ impl Cache {
         self
     }
 
+    /// The registries `oci://` artifacts are pulled from, if any.
+    pub fn registries(&self) -> Option<&super::oci::Registries> {
+        self.registries.as_ref()
+    }
+
+    /// Whether the artifact `uri` of `digest` is in the cache (verified, as everything there).
+    pub fn holds(&self, uri: &str, digest: &str) -> bool {
+        let Ok(hex) = hex_of(digest) else {
+            return false;
+        };
+        let kind = if uri.starts_with("oci://") {
+            "oci"
+        } else {
+            "sha256"
+        };
+        self.dir.join(kind).join(hex).exists()
+    }
+
     /// The cached file of `digest` (whether or not it is there).
     pub fn path_of(&self, digest: &str) -> Option<PathBuf> {
         let hex = hex_of(digest).ok()?;
@@ -436,6 +454,57 @@ impl Cache {
         Ok((hasher, offset))
     }
 
+    /// Puts an artifact carried in a bundle's OCI layout (`berth agent --import`) into the
+    /// cache, with no network: each byte hashed as it is copied, renamed into place only when
+    /// it matches, as a fetched artifact is. Returns the cached path and whether it was
+    /// copied now (false: already cached).
+    pub async fn import(
+        &self,
+        state: &State,
+        uri: &str,
+        digest: &str,
+        carried: Carried,
+    ) -> Result<(PathBuf, bool), FetchError> {
+        let hex = hex_of(digest)?;
+        let kind = if matches!(carried, Carried::Oci { .. }) {
+            "oci"
+        } else {
+            "sha256"
+        };
+        let done = self.dir.join(kind).join(&hex);
+        if done.exists() {
+            record_if_missing(state, digest, || match &carried {
+                Carried::Oci { .. } => dir_size(&done),
+                Carried::File(_) => std::fs::metadata(&done).map_or(0, |m| m.len()),
+            });
+            return Ok((done, false));
+        }
+        let (dir, budget) = (self.dir.clone(), self.budget);
+        let (uri_owned, digest_owned, target) = (uri.to_string(), digest.to_string(), done.clone());
+        let size = tokio::task::spawn_blocking(move || {
+            import_blocking(
+                &dir,
+                budget,
+                &uri_owned,
+                &digest_owned,
+                &hex,
+                carried,
+                &target,
+            )
+        })
+        .await
+        .map_err(|e| FetchError::Fetch {
+            uri: uri.to_string(),
+            message: e.to_string(),
+        })??;
+        let record = ArtifactRecord {
+            size,
+            last_used_ms: now_ms(),
+        };
+        let _ = state.set_artifact(digest, Some(record));
+        Ok((done, true))
+    }
+
     /// Evicts least recently used artifacts not in `keep` until the cache fits its budget.
     /// Returns the digests evicted.
     pub fn evict(&self, state: &State, keep: &[String]) -> Vec<String> {
@@ -468,6 +537,141 @@ impl Cache {
         let artifacts = state.artifacts().unwrap_or_default();
         (artifacts.iter().map(|(_, r)| r.size).sum(), artifacts.len())
     }
+}
+
+/// An artifact as a carried bundle holds it ([`Cache::import`]).
+pub enum Carried {
+    /// One file, which must hash to the artifact's digest.
+    File(PathBuf),
+    /// An `oci://` artifact: its manifest, which must hash to the artifact's digest, and the
+    /// directory of blobs (`HEX` files) holding its layers.
+    Oci { manifest: Vec<u8>, blobs: PathBuf },
+}
+
+/// [`Cache::import`]'s copying, on a blocking thread: the bytes imported.
+fn import_blocking(
+    dir: &Path,
+    budget: u64,
+    uri: &str,
+    digest: &str,
+    hex: &str,
+    carried: Carried,
+    done: &Path,
+) -> Result<u64, FetchError> {
+    let io = |e: std::io::Error| FetchError::Fetch {
+        uri: uri.to_string(),
+        message: e.to_string(),
+    };
+    let too_large = || FetchError::TooLarge {
+        uri: uri.to_string(),
+        budget,
+    };
+    let mismatch = |uri: String, expected: &str, actual: String| FetchError::Mismatch {
+        uri,
+        expected: expected.to_string(),
+        actual,
+    };
+    let partial = dir.join("partial");
+    std::fs::create_dir_all(&partial).map_err(io)?;
+    let parent = done.parent().unwrap_or(dir);
+    std::fs::create_dir_all(parent).map_err(io)?;
+    let size = match carried {
+        Carried::File(blob) => {
+            if std::fs::metadata(&blob).map_err(io)?.len() > budget {
+                return Err(too_large());
+            }
+            let part = partial.join(format!("{hex}.import"));
+            let (actual, size) = copy_hashed(&blob, Some(&part)).map_err(io)?;
+            if actual != digest {
+                let _ = std::fs::remove_file(&part);
+                return Err(mismatch(uri.to_string(), digest, actual));
+            }
+            std::fs::rename(&part, done).map_err(io)?;
+            size
+        }
+        Carried::Oci { manifest, blobs } => {
+            let actual = format!(
+                "sha256:{}",
+                berth_compiler::plan::hex(&Sha256::digest(&manifest))
+            );
+            if actual != digest {
+                return Err(mismatch(uri.to_string(), digest, actual));
+            }
+            let refused = |message: String| FetchError::Refused {
+                uri: uri.to_string(),
+                message,
+            };
+            let layers = super::oci::layers(&manifest).map_err(refused)?;
+            let total: u64 = layers.iter().map(|l| l.size).sum();
+            if total > budget {
+                return Err(too_large());
+            }
+            let work = partial.join(format!("{hex}.oci-import"));
+            let _ = std::fs::remove_dir_all(&work);
+            std::fs::create_dir_all(&work).map_err(io)?;
+            for layer in &layers {
+                let blob = blobs.join(&layer.digest[7..]);
+                if !blob.exists() {
+                    let _ = std::fs::remove_dir_all(&work);
+                    return Err(refused(format!(
+                        "layer `{}` ({}) is not in the carried bundle",
+                        layer.name, layer.digest
+                    )));
+                }
+                let (actual, size) =
+                    copy_hashed(&blob, Some(&work.join(&layer.name))).map_err(io)?;
+                if actual != layer.digest || size != layer.size {
+                    let _ = std::fs::remove_dir_all(&work);
+                    return Err(mismatch(
+                        format!("{uri} (layer `{}`)", layer.name),
+                        &layer.digest,
+                        actual,
+                    ));
+                }
+            }
+            std::fs::rename(&work, done).map_err(io)?;
+            total
+        }
+    };
+    if let Ok(d) = std::fs::File::open(parent) {
+        let _ = d.sync_all();
+    }
+    Ok(size)
+}
+
+/// Copies `from` to `to` (created or truncated), hashing as it copies, and syncs it; with
+/// no `to`, only hashes: (`sha256:` digest, bytes).
+pub fn copy_hashed(from: &Path, to: Option<&Path>) -> std::io::Result<(String, u64)> {
+    use std::io::{Read, Write};
+    let mut input = std::fs::File::open(from)?;
+    let mut out = match to {
+        Some(to) => Some(std::io::BufWriter::with_capacity(
+            CHUNK,
+            std::fs::File::create(to)?,
+        )),
+        None => None,
+    };
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; CHUNK];
+    let mut size = 0u64;
+    loop {
+        let n = input.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        if let Some(out) = &mut out {
+            out.write_all(&buf[..n])?;
+        }
+        size += n as u64;
+    }
+    if let Some(out) = out {
+        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+    }
+    Ok((
+        format!("sha256:{}", berth_compiler::plan::hex(&hasher.finalize())),
+        size,
+    ))
 }
 
 /// Hashes and appends every batch of chunks received to `file`, then syncs it: (the hash,

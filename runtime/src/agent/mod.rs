@@ -15,6 +15,7 @@ pub mod api;
 pub mod cache;
 pub mod floor;
 pub mod gpu;
+pub mod import;
 pub mod metrics;
 pub mod oci;
 pub mod source;
@@ -41,9 +42,12 @@ pub fn now_ms() -> u64 {
 
 /// Where desired state comes from.
 pub enum Feed {
-    /// Pulled from a bundle store and verified with the trusted key.
+    /// Pulled from a bundle store, or read from a carried bundle (an OCI image layout on
+    /// removable media, [`import`]), or both, and verified with the trusted key.
     Pull {
-        source: String,
+        source: Option<String>,
+        /// The directory of a carried bundle, read at start and watched every interval.
+        import: Option<PathBuf>,
         trust: Box<VerifyingKey>,
         interval: Duration,
     },
@@ -135,6 +139,8 @@ pub struct Agent {
     /// The last bundle accepted, as [`floor`] keeps it beside the database.
     floor: Mutex<Option<floor::Floor>>,
     pub source: Mutex<SourceStatus>,
+    /// The carried bundle's directory, when the agent has one ([`import`]).
+    pub import: Mutex<import::ImportStatus>,
     pub gpus: Mutex<GpuView>,
     pub sync_now: Notify,
     pub started: Instant,
@@ -167,17 +173,11 @@ impl Agent {
             .connect_timeout(Duration::from_secs(5))
             .build()
             .map_err(|e| AgentError::Client(e.to_string()))?;
-        let ca = match &config.registry_ca {
-            Some(path) => Some(std::fs::read(path).map_err(|e| {
-                AgentError::Registries(format!(
-                    "cannot read the registry CA `{}`: {e}",
-                    path.display()
-                ))
-            })?),
-            None => None,
-        };
-        let registries = oci::Registries::new(ca.as_deref(), config.registry_auth.as_deref())
-            .map_err(AgentError::Registries)?;
+        let registries = oci::Registries::from_files(
+            config.registry_ca.as_deref(),
+            config.registry_auth.as_deref(),
+        )
+        .map_err(AgentError::Registries)?;
         let cache = cache::Cache::new(
             config.state_dir.join("cache"),
             config.cache_budget,
@@ -193,9 +193,9 @@ impl Agent {
             .meta("reclaimed")?
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default();
-        let address = match &config.feed {
-            Feed::Pull { source, .. } => Some(source.clone()),
-            Feed::Embedded => None,
+        let (address, import_dir) = match &config.feed {
+            Feed::Pull { source, import, .. } => (source.clone(), import.clone()),
+            Feed::Embedded => (None, None),
         };
         let agent = Arc::new(Agent {
             state,
@@ -210,6 +210,7 @@ impl Agent {
                 address,
                 ..SourceStatus::default()
             }),
+            import: Mutex::new(import::ImportStatus::new(import_dir)),
             gpus: Mutex::new(GpuView::default()),
             sync_now: Notify::new(),
             started: Instant::now(),
@@ -296,6 +297,7 @@ impl Agent {
         };
         loop {
             self.pull().await;
+            self.import_carried().await;
             self.reconcile().await;
             tokio::select! {
                 _ = tokio::time::sleep(interval) => {}
@@ -312,7 +314,12 @@ impl Agent {
 
     /// Pulls once (pull feeds only); admits a new bundle or records why not.
     pub async fn pull(&self) {
-        let Feed::Pull { source, trust, .. } = &self.config.feed else {
+        let Feed::Pull {
+            source: Some(source),
+            trust,
+            ..
+        } = &self.config.feed
+        else {
             return;
         };
         let etag = self
@@ -375,23 +382,7 @@ impl Agent {
         etag: Option<&str>,
         trust: &VerifyingKey,
     ) -> Result<(), String> {
-        let held = self.current();
-        let verdict = SignedBundle::verify(bytes, trust).and_then(|(signed, offered)| {
-            if held
-                .as_ref()
-                .is_some_and(|h| h.canonical_bytes() == offered.canonical_bytes())
-            {
-                return Ok(None);
-            }
-            bundle::admissible(&offered, held.as_ref(), self.config.target.as_deref())?;
-            // The database may have been lost (moved aside when corrupt): the floor still
-            // keeps an older or foreign bundle out.
-            if let Some(floor) = self.floor.lock().ok().and_then(|f| f.clone()) {
-                floor.admits(&offered, self.config.target.as_deref())?;
-            }
-            Ok(Some((signed, offered)))
-        });
-        match verdict {
+        match self.judge(bytes, trust) {
             Ok(None) => {
                 // The same bundle again (a store without ETags): remember the tag only.
                 if let Some(etag) = etag {
@@ -410,6 +401,31 @@ impl Agent {
                 Err(self.refuse(e.to_string()))
             }
         }
+    }
+
+    /// Whether the published bundle `bytes` may run: its signature verified with `trust`, then
+    /// the admission rules (target, generation) against the running bundle and the floor.
+    /// `None`: it is the bundle already running.
+    fn judge(
+        &self,
+        bytes: &[u8],
+        trust: &VerifyingKey,
+    ) -> Result<Option<(SignedBundle, Bundle)>, bundle::BundleError> {
+        let held = self.current();
+        let (signed, offered) = SignedBundle::verify(bytes, trust)?;
+        if held
+            .as_ref()
+            .is_some_and(|h| h.canonical_bytes() == offered.canonical_bytes())
+        {
+            return Ok(None);
+        }
+        bundle::admissible(&offered, held.as_ref(), self.config.target.as_deref())?;
+        // The database may have been lost (moved aside when corrupt): the floor still
+        // keeps an older or foreign bundle out.
+        if let Some(floor) = self.floor.lock().ok().and_then(|f| f.clone()) {
+            floor.admits(&offered, self.config.target.as_deref())?;
+        }
+        Ok(Some((signed, offered)))
     }
 
     /// Reports a refused bundle: a line on stderr and a `bundle_rejected` event. Returns the
@@ -620,6 +636,7 @@ impl Agent {
             "generation": bundle.as_ref().map(|b| b.generation),
             "plan_id": bundle.as_ref().map(|b| &b.plan_id),
             "source": self.source.lock().map(|s| s.clone()).unwrap_or_default(),
+            "import": self.import.lock().ok().filter(|i| i.dir.is_some()).map(|i| i.clone()),
             "workloads": workloads,
             "cache": { "bytes": bytes, "budget": self.cache.budget, "artifacts": artifacts },
             "gpus": self.gpus.lock().map(|g| g.clone()).unwrap_or_default(),

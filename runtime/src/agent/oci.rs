@@ -89,6 +89,19 @@ impl Registries {
         Ok(Registries { client, auths })
     }
 
+    /// [`Registries::new`] with the roots read from the PEM file `ca` (`--registry-ca`) and
+    /// the credentials of `auth` (`--registry-auth`).
+    pub fn from_files(ca: Option<&Path>, auth: Option<&Path>) -> Result<Registries, String> {
+        let ca =
+            match ca {
+                Some(path) => Some(std::fs::read(path).map_err(|e| {
+                    format!("cannot read the registry CA `{}`: {e}", path.display())
+                })?),
+                None => None,
+            };
+        Registries::new(ca.as_deref(), auth)
+    }
+
     fn auth(&self, reference: &Reference) -> RegistryAuth {
         self.auths
             .get(reference.resolve_registry())
@@ -99,6 +112,16 @@ impl Registries {
 
     /// The manifest of `reference` (pinned by digest), checked against that digest.
     pub async fn manifest(&self, reference: &Reference) -> Result<Vec<Layer>, Pull> {
+        self.manifest_bytes(reference)
+            .await
+            .map(|(_, layers)| layers)
+    }
+
+    /// [`Registries::manifest`], and the manifest's bytes as the registry served them.
+    pub async fn manifest_bytes(
+        &self,
+        reference: &Reference,
+    ) -> Result<(Vec<u8>, Vec<Layer>), Pull> {
         let (bytes, _) = self
             .client
             .pull_manifest_raw(reference, &self.auth(reference), MANIFEST_TYPES)
@@ -115,7 +138,8 @@ impl Registries {
                 actual,
             });
         }
-        layers(&bytes).map_err(Pull::Refused)
+        let layers = layers(&bytes).map_err(Pull::Refused)?;
+        Ok((bytes.to_vec(), layers))
     }
 
     /// The bytes of `layer` from `offset` on; `true` when the registry honoured the range

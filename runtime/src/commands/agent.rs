@@ -20,8 +20,12 @@ pub struct AgentArgs {
     #[arg(long, value_name = "KEY.pub")]
     pub trust: PathBuf,
     /// The bundle to pull: an http(s) URL, `file://PATH` or a path.
-    #[arg(long, value_name = "URL")]
-    pub source: String,
+    #[arg(long, value_name = "URL", required_unless_present = "import")]
+    pub source: Option<String>,
+    /// A carried bundle (`berth bundle export`): the OCI image layout in DIR, read at start
+    /// and watched every --interval; its bundle and artifacts need no network.
+    #[arg(long = "import", value_name = "DIR")]
+    pub import: Option<PathBuf>,
     /// Address of the HTTP API.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7443")]
     pub listen: SocketAddr,
@@ -37,7 +41,7 @@ pub struct AgentArgs {
     /// Accept only bundles for this target (by default: the target of the first accepted).
     #[arg(long, value_name = "NAME")]
     pub target: Option<String>,
-    /// Seconds between pulls (`POST /v1/sync` pulls at once).
+    /// Seconds between pulls and looks at --import (`POST /v1/sync`: at once).
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     pub interval: f64,
     /// Bytes the model cache may hold before unused artifacts are evicted.
@@ -121,6 +125,7 @@ pub fn run(args: AgentArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         state_dir: args.state.clone(),
         feed: Feed::Pull {
             source: args.source.clone(),
+            import: args.import.clone(),
             trust: Box::new(trust),
             interval: seconds(args.interval),
         },

@@ -86,22 +86,9 @@ pub fn run(args: &FetchArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
     let Some(artifact) = args.artifact.as_deref() else {
         return Ok(Exit::Trouble);
     };
-    let registries = match registries(args) {
-        Ok(r) => r,
-        Err(message) => {
-            ui.problem(&message, None)?;
-            return Ok(Exit::Trouble);
-        }
-    };
-    let client = match reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .build()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            ui.problem(&format_args!("cannot make the HTTP client: {e}"), None)?;
-            return Ok(Exit::Trouble);
-        }
+    let (registries, client) = match clients(registries(args), ui)? {
+        Ok(clients) => clients,
+        Err(exit) => return Ok(exit),
     };
     let staged = runtime.block_on(staging::stage(
         &args.into,
@@ -159,6 +146,31 @@ pub fn run(args: &FetchArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
     }
 }
 
+/// The registries (or why they cannot be used) and an HTTP client for fetching artifacts,
+/// or the exit after saying what is wrong (`berth fetch`, `berth bundle export`).
+pub(super) fn clients(
+    registries: Result<Registries, String>,
+    ui: &mut Ui<'_>,
+) -> io::Result<Result<(Registries, reqwest::Client), Exit>> {
+    let registries = match registries {
+        Ok(r) => r,
+        Err(message) => {
+            ui.problem(&message, None)?;
+            return Ok(Err(Exit::Trouble));
+        }
+    };
+    match reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+    {
+        Ok(client) => Ok(Ok((registries, client))),
+        Err(e) => {
+            ui.problem(&format_args!("cannot make the HTTP client: {e}"), None)?;
+            Ok(Err(Exit::Trouble))
+        }
+    }
+}
+
 fn registries(args: &FetchArgs) -> Result<Registries, String> {
     let (ca, auth) = match &args.registry_secret_dir {
         Some(dir) => {
@@ -167,14 +179,7 @@ fn registries(args: &FetchArgs) -> Result<Registries, String> {
         }
         None => (args.registry_ca.clone(), args.registry_auth.clone()),
     };
-    let ca = match &ca {
-        Some(path) => Some(
-            std::fs::read(path)
-                .map_err(|e| format!("cannot read the registry CA `{}`: {e}", path.display()))?,
-        ),
-        None => None,
-    };
-    Registries::new(ca.as_deref(), auth.as_deref())
+    Registries::from_files(ca.as_deref(), auth.as_deref())
 }
 
 fn report(

@@ -12,7 +12,8 @@
 //!   terminal view; `reclaim` frees the idle GPUs of Kubernetes targets);
 //!   [`input`] is what they share (the plan to work with and the refusals that keep a stale,
 //!   unapproved or unverified plan off the targets).
-//! - [`keys`], [`agent`]: the edge (`berth keys generate`, `berth agent`).
+//! - [`keys`], [`agent`], [`bundle`]: the edge (`berth keys generate`, `berth agent`,
+//!   `berth bundle export`: a carried bundle for a site with no network).
 //! - [`fetch`]: a model artifact staged where a workload runs (`berth fetch`).
 //!
 //! `berth lsp` is its own room, [`crate::lsp`].
@@ -25,6 +26,7 @@ pub mod apply;
 pub mod approval;
 pub mod approve;
 pub mod audit;
+pub mod bundle;
 pub mod check;
 pub mod diff;
 pub mod explain;

@@ -4,15 +4,16 @@
 //! the plan has passed its refusals.
 
 use crate::agent::{Agent, Config, Feed, GpuChoice};
-use crate::backends::edge::bundle::store::Location;
-use crate::backends::edge::bundle::{Bundle, TargetKind, keys};
+use crate::backends::edge::bundle::store::{Location, StoreError};
+use crate::backends::edge::bundle::{Bundle, SignedBundle, TargetKind, keys};
 use crate::report::Exit;
 use crate::report::Ui;
 use berth_compiler::ir::Ir;
 use berth_compiler::plan::Plan;
+use ed25519_dalek::SigningKey;
 use std::collections::BTreeMap;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -70,15 +71,9 @@ pub fn run(ir: &Ir, plan: &Plan, args: &EdgeArgs, ui: &mut Ui<'_>) -> io::Result
         return Ok(Exit::Trouble);
     };
     let signing = match &args.key {
-        Some(path) => match keys::read_signing(path) {
+        Some(path) => match signing_key(path, ui)? {
             Ok(key) => Some(key),
-            Err(e) => {
-                ui.problem(
-                    &e,
-                    Some("--key takes the .key file `berth keys generate` wrote"),
-                )?;
-                return Ok(Exit::Trouble);
-            }
+            Err(exit) => return Ok(exit),
         },
         None => None,
     };
@@ -93,12 +88,9 @@ pub fn run(ir: &Ir, plan: &Plan, args: &EdgeArgs, ui: &mut Ui<'_>) -> io::Result
             TargetKind::Edge => match (&args.bundles, &signing) {
                 (Some(store), Some(key)) => {
                     let location = Location::parse(store);
-                    let sign = |generation| {
-                        Bundle::from_plan(ir, plan, &target.name, generation).sign(key)
-                    };
                     let published = runtime
-                        .block_on(location.publish_next(&client, &target.name, &sign))
-                        .map(|(generation, address)| Outcome::Published {
+                        .block_on(publish(ir, plan, &target.name, &location, key, &client))
+                        .map(|(generation, address, _)| Outcome::Published {
                             generation,
                             address,
                         });
@@ -141,6 +133,48 @@ pub fn run(ir: &Ir, plan: &Plan, args: &EdgeArgs, ui: &mut Ui<'_>) -> io::Result
         .collect();
     runtime.block_on(run_locals(locals, &ports, &args.state, run_for, ui))?;
     Ok(exit)
+}
+
+/// The signing key at `path` (`--key`), or the exit after saying why it cannot be read.
+pub fn signing_key(path: &Path, ui: &mut Ui<'_>) -> io::Result<Result<SigningKey, Exit>> {
+    match keys::read_signing(path) {
+        Ok(key) => Ok(Ok(key)),
+        Err(e) => {
+            ui.problem(
+                &e,
+                Some("--key takes the .key file `berth keys generate` wrote"),
+            )?;
+            Ok(Err(Exit::Trouble))
+        }
+    }
+}
+
+/// Signs `target`'s slice of `plan` with `key` at the next generation `store` holds for it
+/// and publishes it there (a compare-and-swap, [`Location::publish_next`]): the generation,
+/// the address and the signed bundle as published.
+pub async fn publish(
+    ir: &Ir,
+    plan: &Plan,
+    target: &str,
+    store: &Location,
+    key: &SigningKey,
+    client: &reqwest::Client,
+) -> Result<(u64, String, SignedBundle), StoreError> {
+    let last = std::sync::Mutex::new(None);
+    let sign = |generation| {
+        let signed = Bundle::from_plan(ir, plan, target, generation).sign(key);
+        if let Ok(mut last) = last.lock() {
+            *last = Some(signed.clone());
+        }
+        signed
+    };
+    let (generation, address) = store.publish_next(client, target, &sign).await?;
+    let signed = last
+        .into_inner()
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| Bundle::from_plan(ir, plan, target, generation).sign(key));
+    Ok((generation, address, signed))
 }
 
 /// Runs the local targets' bundles in embedded agents until Ctrl-C (or `run_for`), saying
