@@ -160,20 +160,14 @@ pub fn per_list<T: Clone + Send + Sync>(
     options: &[Options],
     f: impl Fn(&[Opt]) -> T + Sync,
 ) -> Vec<T> {
-    let mut list_of: std::collections::HashMap<*const Opt, usize> =
-        std::collections::HashMap::with_capacity(options.len());
-    let mut distinct: Vec<&Options> = Vec::new();
-    let which: Vec<usize> = options
-        .iter()
-        .map(|o| {
-            *list_of.entry(o.as_ptr()).or_insert_with(|| {
-                distinct.push(o);
-                distinct.len() - 1
-            })
-        })
+    let lists: Vec<*const Opt> = options.iter().map(|o| o.as_ptr()).collect();
+    let first = super::classes::first_of_class(&lists);
+    let values: Vec<Option<T>> = (0..options.len())
+        .into_par_iter()
+        .map(|w| (first[w] == w).then(|| f(&options[w])))
         .collect();
-    let values: Vec<T> = distinct.par_iter().map(|o| f(o)).collect();
-    which.iter().map(|&i| values[i].clone()).collect()
+    // INVARIANT: `first[w] <= w` and `values[first[w]]` is `Some`.
+    first.iter().filter_map(|&i| values[i].clone()).collect()
 }
 
 /// Everything [`workload_options`] reads about workload `w`.
