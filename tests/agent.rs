@@ -662,6 +662,7 @@ fn with_model(mut w: BundleWorkload, uri: String, digest: String) -> BundleWorkl
         variant: "fp16".into(),
         artifact: uri,
         digest: Some(digest),
+        staging: Default::default(),
     });
     w
 }

@@ -233,3 +233,106 @@ fn bench_pull_throughput() {
         );
     }
 }
+
+/// The agent's cache trusting and holding credentials for every registry of `registries`.
+fn cache_for(registries: &[&Registry]) -> Agentish {
+    use base64::Engine;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let token =
+        base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{}", registry::PASSWORD));
+    let auths: Vec<String> = registries
+        .iter()
+        .map(|r| format!(r#""{}":{{"auth":"{token}"}}"#, r.host()))
+        .collect();
+    let auth_file = dir.path().join("registry-auth.json");
+    std::fs::write(
+        &auth_file,
+        format!(r#"{{"auths":{{{}}}}}"#, auths.join(",")),
+    )
+    .expect("write");
+    let mut roots = Vec::new();
+    for r in registries {
+        roots.extend(std::fs::read(&r.ca).expect("ca"));
+    }
+    let oci = Registries::new(Some(&roots), Some(&auth_file)).expect("registries");
+    let state = State::open(&dir.path().join("state"), 1000).expect("state");
+    let cache =
+        Cache::new(dir.path().join("cache"), 1 << 30, reqwest::Client::new()).with_registries(oci);
+    Agentish { dir, state, cache }
+}
+
+/// A target's registry mirror, as the plan lists it in `staging.pull`: the mirror's copy is
+/// tried first, the source after it; a mirror that lacks the artifact or is down is passed
+/// over, and with the mirror alone (a disconnected site) nothing else is tried.
+#[test]
+fn a_mirror_is_tried_before_the_source_and_passed_over_when_it_cannot_serve() {
+    let rt = rt();
+    let mut origin = Registry::start();
+    let mut mirror = Registry::start();
+    let layers = [("w.bin", weights(7, 1 << 20))];
+    let digest = origin.push(&rt, "vision/det", "3", &layers);
+    let artifact = format!("oci://{}/vision/det:3", origin.host());
+    let mirrored = berth_compiler::plan::mirror_reference(
+        &format!("oci://{}/plant", mirror.host()),
+        &artifact,
+    )
+    .expect("an oci artifact has a mirror form");
+    assert_eq!(
+        mirrored,
+        format!("oci://{}/plant/vision/det:3", mirror.host())
+    );
+    let sources = [mirrored.clone(), artifact.clone()];
+
+    // The mirror does not hold it yet: the source serves it.
+    let a = cache_for(&[&origin, &mirror]);
+    let (dir, fetched) = rt
+        .block_on(
+            a.cache
+                .ensure_from(&a.state, &sources, &artifact, Some(&digest)),
+        )
+        .expect("pulled from the source");
+    assert!(fetched);
+    assert_eq!(std::fs::read(dir.join("w.bin")).expect("w"), layers[0].1);
+
+    // The plant's mirror is filled (same manifest, same digest) and the source goes down:
+    // the mirror serves it.
+    let copied = mirror.push(&rt, "plant/vision/det", "3", &layers);
+    assert_eq!(copied, digest, "a mirror holds the same manifest");
+    origin.stop();
+    let b = cache_for(&[&origin, &mirror]);
+    let (dir, fetched) = rt
+        .block_on(
+            b.cache
+                .ensure_from(&b.state, &sources, &artifact, Some(&digest)),
+        )
+        .expect("pulled from the mirror with the source down");
+    assert!(fetched);
+    assert_eq!(std::fs::read(dir.join("w.bin")).expect("w"), layers[0].1);
+
+    // A disconnected site lists the mirror alone: with it down too, nothing is fetched and
+    // nothing half-done is kept as the artifact.
+    mirror.stop();
+    let c = cache_for(&[&origin, &mirror]);
+    let err = rt
+        .block_on(c.cache.ensure_from(
+            &c.state,
+            std::slice::from_ref(&mirrored),
+            &artifact,
+            Some(&digest),
+        ))
+        .expect_err("no source can serve it");
+    assert!(matches!(err, FetchError::Fetch { .. }), "{err}");
+    assert!(!c.dir.path().join("cache/oci").join(&digest[7..]).exists());
+
+    // The mirror back: served again, by digest.
+    mirror.run();
+    let (dir, _) = rt
+        .block_on(c.cache.ensure_from(
+            &c.state,
+            std::slice::from_ref(&mirrored),
+            &artifact,
+            Some(&digest),
+        ))
+        .expect("pulled from the mirror");
+    assert_eq!(std::fs::read(dir.join("w.bin")).expect("w"), layers[0].1);
+}

@@ -644,7 +644,7 @@ fn verify_locates_malformed_plan_json() {
     let dir = copy_example("edge-fleet", unchanged);
     fs::write(
         dir.path().join("broken.json"),
-        "{\n  \"format\": \"berth.plan/v1\",\n  \"at\": }\n",
+        "{\n  \"format\": \"berth.plan/v2\",\n  \"at\": }\n",
     )
     .expect("write");
     let out = berth(dir.path(), &["verify", "broken.json", "--spec", "spec"]);
@@ -655,7 +655,7 @@ fn verify_locates_malformed_plan_json() {
 
     fs::write(
         dir.path().join("shape.json"),
-        "{\"format\": \"berth.plan/v1\"}",
+        "{\"format\": \"berth.plan/v2\"}",
     )
     .expect("write");
     let out = berth(dir.path(), &["verify", "shape.json", "--spec", "spec"]);
@@ -710,7 +710,7 @@ fn explain_shows_both_sides_of_a_rejection() {
     );
     assert!(text.contains("spec/workloads.berth:28:5"), "{text}");
     assert!(text.contains("required here"), "{text}");
-    assert!(text.contains("spec/targets.berth:58:3"), "{text}");
+    assert!(text.contains("spec/targets.berth:59:3"), "{text}");
     assert!(text.contains("offered here"), "{text}");
     assert!(!text.contains('\x1b'), "no colour when piped");
 

@@ -10,7 +10,9 @@
 //! [`facts`] writes them: `placed W on T/P xN [variant V]`, `status W S`, `rejected W on T
 //! (STAGE REASON): MESSAGE`, `unplaced W: N missing: MESSAGE`, `hint W: HINT`, `held W by
 //! window N`, `approval W: policy P above AMOUNT, approvers A, B`, `no approval W`, `cost W:
-//! AMOUNT per day`, `window N in effect` or `window N closed`, `feasible` or `infeasible`.
+//! AMOUNT per day`, `window N in effect` or `window N closed`, `feasible` or `infeasible`,
+//! `staged W on T: FROM [from URI, …] (N bytes | size unknown)`, `staging T: N bytes, M
+//! unsized`.
 //! A failure lists the plan's facts, to copy from.
 
 use berth_compiler::diagnostics::Diagnostic;
@@ -81,6 +83,14 @@ fn facts(plan: &Plan) -> BTreeSet<String> {
         }
         .to_owned(),
     );
+    for t in &plan.targets {
+        if t.staging_bytes > 0 || t.staging_unsized > 0 {
+            out.insert(format!(
+                "staging {}: {} bytes, {} unsized",
+                t.target, t.staging_bytes, t.staging_unsized
+            ));
+        }
+    }
     for w in &plan.windows {
         let state = if w.in_effect { "in effect" } else { "closed" };
         out.insert(format!("window {} {state}", w.window));
@@ -95,6 +105,20 @@ fn facts(plan: &Plan) -> BTreeSet<String> {
             let mut fact = format!("placed {name} on {}/{pool} x{}", p.target, p.replicas);
             if let Some(v) = &p.variant {
                 fact.push_str(&format!(" variant {}", v.variant));
+                let from = serde_json::to_value(v.staging.from).expect("staging source");
+                let mut staged = format!(
+                    "staged {name} on {}: {}",
+                    p.target,
+                    from.as_str().unwrap_or("?")
+                );
+                if !v.staging.pull.is_empty() {
+                    staged.push_str(&format!(" from {}", v.staging.pull.join(", ")));
+                }
+                match v.staging.bytes {
+                    Some(n) => staged.push_str(&format!(" ({n} bytes)")),
+                    None => staged.push_str(" (size unknown)"),
+                }
+                out.insert(staged);
             }
             out.insert(fact);
         }

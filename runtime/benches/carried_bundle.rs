@@ -15,7 +15,7 @@
 
 mod support;
 
-use berth_compiler::plan::VariantBinding;
+use berth_compiler::plan::{ArtifactStaging, StagingSource, VariantBinding};
 use berth_runtime::agent::oci::Registries;
 use berth_runtime::agent::{Agent, Config, Feed};
 use berth_runtime::backends::edge::bundle::{
@@ -84,6 +84,11 @@ fn main() {
                 variant: "v".into(),
                 artifact: format!("file://{}", model.display()),
                 digest: Some(digest),
+                staging: ArtifactStaging {
+                    from: StagingSource::Source,
+                    pull: vec![format!("file://{}", model.display())],
+                    bytes: None,
+                },
             }),
             data: vec![],
             telemetry: TelemetryContract::Live,

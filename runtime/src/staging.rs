@@ -103,6 +103,7 @@ pub async fn wait_for(
 pub async fn stage(
     root: &Path,
     uri: &str,
+    sources: &[String],
     digest: &str,
     client: reqwest::Client,
     registries: Registries,
@@ -130,7 +131,9 @@ pub async fn stage(
         message: e.to_string(),
     })?;
     let cache = Cache::new(work.join("cache"), u64::MAX, client).with_registries(registries);
-    let (cached, _) = cache.ensure(&state, uri, Some(digest)).await?;
+    let (cached, _) = cache
+        .ensure_from(&state, sources, uri, Some(digest))
+        .await?;
     // The complete directory is assembled beside its final name, then renamed.
     let assembling = work.join(format!("{hex}.staging"));
     if assembling.exists() {
@@ -249,7 +252,7 @@ mod tests {
         let uri = src.display().to_string();
         let client = reqwest::Client::new();
         let wrong = format!("sha256:{}", "0".repeat(64));
-        let e = stage(&into, &uri, &wrong, client.clone(), registries())
+        let e = stage(&into, &uri, &[], &wrong, client.clone(), registries())
             .await
             .expect_err("mismatch");
         assert!(
@@ -257,7 +260,7 @@ mod tests {
             "{e}"
         );
         assert!(check(&into, &wrong).is_err());
-        let first = stage(&into, &uri, &digest, client.clone(), registries())
+        let first = stage(&into, &uri, &[], &digest, client.clone(), registries())
             .await
             .expect("staged");
         assert!(first.fetched);
@@ -266,7 +269,7 @@ mod tests {
             std::fs::read(first.path.join("weights.bin")).expect("file"),
             b"weights"
         );
-        let again = stage(&into, &uri, &digest, client, registries())
+        let again = stage(&into, &uri, &[], &digest, client, registries())
             .await
             .expect("staged");
         assert!(!again.fetched);

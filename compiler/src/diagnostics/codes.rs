@@ -177,6 +177,8 @@ codes! {
     /// base spec does not define, an item that is not a target, a value other than `true`, or
     /// an offline target with other changes.
     InvalidWhatIf = "E0414", "invalid what-if change";
+    /// A target's registry mirror that is not `oci://HOST[:PORT][/PATH]`.
+    InvalidMirror = "E0415", "invalid registry mirror";
 
     // ---- E05xx: placement and plan ----
 

@@ -434,6 +434,10 @@ pub struct Target {
     pub services: Vec<ServiceOffer>,
     /// Models whose artifacts are already cached at the site.
     pub cached_models: Vec<ModelId>,
+    /// OCI registries at the site mirroring model artifacts (`oci://HOST[:PORT][/PATH]`), in
+    /// the order they are tried.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mirrors: Vec<String>,
     pub cost: Cost,
     pub labels: BTreeMap<String, String>,
 }

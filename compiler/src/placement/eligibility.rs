@@ -97,7 +97,7 @@ impl EligibilityMatrix {
                 .with_min_len(64)
                 .for_each(|(row, w)| {
                     for (fit, kind) in row.iter_mut().zip(&index.kinds) {
-                        *fit = pool_fit(ir, w, kind);
+                        *fit = pool_fit(ir, index, w, kind);
                     }
                 });
         }
@@ -329,8 +329,19 @@ impl<'a> RowContext<'a> {
                 let (reason, pool) = best.unwrap_or((Reason::Accelerator, NO_DETAIL));
                 return Verdict::reject(reason, pool);
             }
-        } else if self.w.model.is_some() && cpu_variant(self.ir, self.w).is_none() {
-            return Verdict::reject(Reason::NoVariant, NO_DETAIL);
+        } else if let Some(model) = self.w.model {
+            let Some(v) = cpu_variant(self.ir, self.w) else {
+                return Verdict::reject(Reason::NoVariant, NO_DETAIL);
+            };
+            let artifact = self
+                .ir
+                .models
+                .get(model.index())
+                .and_then(|m| m.variants.get(usize::from(v)))
+                .map_or("", |v| v.artifact.as_str());
+            if !ix.stages(ix.target_reach[t], model, artifact) {
+                return Verdict::reject(Reason::ModelUnreachable, NO_DETAIL);
+            }
         }
         for (i, &name) in ix.workload_data(self.wi).iter().enumerate() {
             let offer = if name == UNKNOWN_NAME {
@@ -386,9 +397,10 @@ fn env_bit(e: EnvClass) -> u8 {
 }
 
 /// How workload `w` fits a pool of `kind`: accelerator, MIG profile, per-GPU memory, then
-/// the first model variant (in written order) that runs on the accelerator and fits its
-/// memory (or its MIG slice's).
-pub fn pool_fit(ir: &Ir, w: &Workload, kind: &PoolKind) -> PoolFit {
+/// the first model variant (in written order) that runs on the accelerator, fits its
+/// memory (or its MIG slice's) and can be staged on the pool's target (its kind's reach:
+/// `ModelUnreachable` when variants fit but none can be staged there).
+pub fn pool_fit(ir: &Ir, index: &EstateIndex, w: &Workload, kind: &PoolKind) -> PoolFit {
     if !w.accelerators.is_empty() && !w.accelerators.contains(&kind.accelerator) {
         return PoolFit::Fails(Reason::Accelerator);
     }
@@ -414,21 +426,27 @@ pub fn pool_fit(ir: &Ir, w: &Workload, kind: &PoolKind) -> PoolFit {
     if w.resources.gpu_memory.is_some_and(|m| m > kind.unit_memory) {
         return PoolFit::Fails(Reason::GpuMemory);
     }
-    let Some(model) = w.model.and_then(|m| ir.models.get(m.index())) else {
+    let Some((id, model)) = w.model.and_then(|m| Some((m, ir.models.get(m.index())?))) else {
         return PoolFit::Fits {
             variant: NO_VARIANT,
         };
     };
-    model
-        .variants
-        .iter()
-        .position(|v| {
-            (v.accelerators.is_empty() || v.accelerators.contains(&kind.accelerator))
-                && v.gpu_memory <= kind.unit_memory
-        })
-        .map_or(PoolFit::Fails(Reason::NoVariant), |i| PoolFit::Fits {
-            variant: i as u16,
-        })
+    let mut fitting = false;
+    for (i, v) in model.variants.iter().enumerate() {
+        if (v.accelerators.is_empty() || v.accelerators.contains(&kind.accelerator))
+            && v.gpu_memory <= kind.unit_memory
+        {
+            if index.stages(kind.reach, id, &v.artifact) {
+                return PoolFit::Fits { variant: i as u16 };
+            }
+            fitting = true;
+        }
+    }
+    PoolFit::Fails(if fitting {
+        Reason::ModelUnreachable
+    } else {
+        Reason::NoVariant
+    })
 }
 
 /// GPUs (or MIG instances) one replica takes from one pool; 0 for a workload without GPUs.

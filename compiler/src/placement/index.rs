@@ -24,14 +24,39 @@ pub enum Partition {
     UnknownMig,
 }
 
-/// A distinct (accelerator, partition) pair: every pool of that kind fits a workload in the
-/// same way, so fits are computed once per kind and workload, not per pool and pair.
+/// A distinct (accelerator, partition, reach) triple: every pool of that kind fits a
+/// workload in the same way, so fits are computed once per kind and workload, not per pool
+/// and pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PoolKind {
     pub accelerator: AcceleratorId,
     pub partition: Partition,
     /// Memory of one unit (device or MIG instance), bytes.
     pub unit_memory: u64,
+    /// How model artifacts reach the pool's target: [`ONLINE`], or an index into
+    /// [`EstateIndex::reaches`].
+    pub reach: u32,
+}
+
+/// The reach of every target that can fetch an artifact from its own source, or be carried
+/// a bundle (an edge agent's `berth bundle export`): any variant can be staged there.
+pub const ONLINE: u32 = 0;
+
+/// What can be staged on a target that can neither fetch from an artifact's source nor be
+/// carried a bundle (a disconnected target run by anything but an edge agent): the models it
+/// caches, and `oci://` artifacts when it names a registry mirror.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Reach {
+    /// Sorted, without duplicates.
+    pub cached: Vec<crate::ir::ModelId>,
+    pub mirror: bool,
+}
+
+impl Reach {
+    /// Whether an artifact of `model` at URI `artifact` can be staged on such a target.
+    pub fn stages(&self, model: crate::ir::ModelId, artifact: &str) -> bool {
+        self.cached.binary_search(&model).is_ok() || (self.mirror && artifact.starts_with("oci://"))
+    }
 }
 
 /// One pool of one target.
@@ -58,6 +83,11 @@ pub const UNKNOWN_NAME: u32 = u32::MAX;
 #[derive(Clone, Debug, Default)]
 pub struct EstateIndex {
     pub kinds: Vec<PoolKind>,
+    /// Reaches of the targets that stage from cache and mirrors only; entry [`ONLINE`] is a
+    /// placeholder (every artifact can be staged there).
+    pub reaches: Vec<Reach>,
+    /// The reach of each target.
+    pub target_reach: Vec<u32>,
     /// Every pool of every target, target by target.
     pub pools: Vec<PoolSlot>,
     /// Pools of target `t` are `pools[pool_start[t]..pool_start[t + 1]]`.
@@ -86,6 +116,7 @@ impl EstateIndex {
             n_services: ir.services.len(),
             ..EstateIndex::default()
         };
+        index.build_reaches(ir);
         index.build_pools(ir);
         index.build_services(ir);
         index.build_data(ir);
@@ -99,12 +130,41 @@ impl EstateIndex {
         index
     }
 
+    fn build_reaches(&mut self, ir: &Ir) {
+        let mut reach_ids: BTreeMap<Reach, u32> = BTreeMap::new();
+        self.reaches = vec![Reach::default()];
+        for t in &ir.targets {
+            let id = match offline_reach(t) {
+                None => ONLINE,
+                Some(reach) => {
+                    let next = self.reaches.len() as u32;
+                    *reach_ids.entry(reach.clone()).or_insert_with(|| {
+                        self.reaches.push(reach);
+                        next
+                    })
+                }
+            };
+            self.target_reach.push(id);
+        }
+    }
+
+    /// Whether variant `v` of `model` can be staged on a target of reach `reach`.
+    pub fn stages(&self, reach: u32, model: crate::ir::ModelId, artifact: &str) -> bool {
+        reach == ONLINE
+            || self
+                .reaches
+                .get(reach as usize)
+                .is_some_and(|r| r.stages(model, artifact))
+    }
+
     fn build_pools(&mut self, ir: &Ir) {
         let mut kind_ids: BTreeMap<PoolKind, u32> = BTreeMap::new();
         self.pool_start.push(0);
-        for t in &ir.targets {
-            for p in &t.pools {
-                let (kind, units) = pool_kind(ir, p);
+        for (t, target) in ir.targets.iter().enumerate() {
+            let reach = self.target_reach.get(t).copied().unwrap_or(ONLINE);
+            for p in &target.pools {
+                let (mut kind, units) = pool_kind(ir, p);
+                kind.reach = reach;
                 let next = kind_ids.len() as u32;
                 let id = *kind_ids.entry(kind).or_insert_with(|| {
                     self.kinds.push(kind);
@@ -236,6 +296,23 @@ impl EstateIndex {
     }
 }
 
+/// The reach of a target that stages from cache and mirrors only, `None` for one that can
+/// fetch from an artifact's source or be carried a bundle (see `docs/placement.md`, "Model
+/// staging").
+pub fn offline_reach(t: &crate::ir::Target) -> Option<Reach> {
+    let carried = matches!(t.runtime, crate::ir::Runtime::Edge { .. });
+    if t.connectivity != crate::ir::Connectivity::Disconnected || carried {
+        return None;
+    }
+    let mut cached = t.cached_models.clone();
+    cached.sort_unstable();
+    cached.dedup();
+    Some(Reach {
+        cached,
+        mirror: !t.mirrors.is_empty(),
+    })
+}
+
 fn pool_kind(ir: &Ir, p: &crate::ir::Pool) -> (PoolKind, u32) {
     let accel = ir.accelerators.get(p.accelerator.index());
     let device_memory = accel.map_or(0, |a| a.memory);
@@ -245,6 +322,7 @@ fn pool_kind(ir: &Ir, p: &crate::ir::Pool) -> (PoolKind, u32) {
                 accelerator: p.accelerator,
                 partition: Partition::Whole,
                 unit_memory: device_memory,
+                reach: ONLINE,
             },
             p.count,
         ),
@@ -261,6 +339,7 @@ fn pool_kind(ir: &Ir, p: &crate::ir::Pool) -> (PoolKind, u32) {
                         accelerator: p.accelerator,
                         partition: Partition::Mig(i as u16),
                         unit_memory: m.memory,
+                        reach: ONLINE,
                     },
                     p.count.saturating_mul(m.instances),
                 ),
@@ -269,6 +348,7 @@ fn pool_kind(ir: &Ir, p: &crate::ir::Pool) -> (PoolKind, u32) {
                         accelerator: p.accelerator,
                         partition: Partition::UnknownMig,
                         unit_memory: 0,
+                        reach: ONLINE,
                     },
                     0,
                 ),

@@ -143,7 +143,7 @@ impl Solved<'_> {
             feasible: workloads.iter().all(|w| w.status == WorkloadStatus::Placed),
             workloads,
             pools: self.pool_ledgers(),
-            targets: self.target_ledgers(),
+            targets: Vec::new(),
             windows: ir
                 .policy
                 .windows
@@ -157,6 +157,7 @@ impl Solved<'_> {
             reclaims: crate::plan::reclaim_rules(ir),
             verification: Verification::default(),
         };
+        plan.targets = self.target_ledgers(&plan.workloads);
         plan.plan_id = crate::plan::plan_id(&plan);
         plan
     }
@@ -231,16 +232,26 @@ impl Solved<'_> {
             .flatten();
         let variant = workload
             .model
-            .and_then(|m| ir.models.get(m.index()))
-            .and_then(|m| {
+            .and_then(|id| Some((id, ir.models.get(id.index())?)))
+            .and_then(|(id, m)| {
                 let v =
                     (o.variant != NO_VARIANT).then(|| m.variants.get(usize::from(o.variant)))??;
+                // Eligibility placed only variants that can be staged here; were one not, the
+                // verifier refuses the placement, whatever this records.
+                let staging = crate::plan::artifact_staging(target, id, v).unwrap_or(
+                    crate::plan::ArtifactStaging {
+                        from: crate::plan::StagingSource::Source,
+                        pull: vec![v.artifact.clone()],
+                        bytes: v.size,
+                    },
+                );
                 Some(VariantBinding {
                     model: m.name.clone(),
                     version: m.version.clone(),
                     variant: v.name.clone(),
                     artifact: v.artifact.clone(),
                     digest: v.digest.clone(),
+                    staging,
                 })
             });
         let data = workload
@@ -426,8 +437,15 @@ impl Solved<'_> {
         out
     }
 
-    fn target_ledgers(&self) -> Vec<TargetLedger> {
+    fn target_ledgers(&self, workloads: &[WorkloadPlan]) -> Vec<TargetLedger> {
         let ledger = &self.assignment.ledger;
+        let mut variants: std::collections::BTreeMap<&str, Vec<&VariantBinding>> =
+            std::collections::BTreeMap::new();
+        for p in workloads.iter().flat_map(|w| &w.placements) {
+            if let Some(v) = &p.variant {
+                variants.entry(p.target.as_str()).or_default().push(v);
+            }
+        }
         self.ir
             .targets
             .iter()
@@ -438,6 +456,19 @@ impl Solved<'_> {
                 cpu_millis_allocated: target.cpu_millis.saturating_sub(ledger.cpu_free[t]),
                 memory_capacity: target.memory,
                 memory_allocated: target.memory.saturating_sub(ledger.memory_free[t]),
+                staging_bytes: 0,
+                staging_unsized: 0,
+            })
+            .map(|mut l| {
+                let (bytes, unsized_) = crate::plan::staging_totals(
+                    variants
+                        .get(l.target.as_str())
+                        .into_iter()
+                        .flatten()
+                        .copied(),
+                );
+                (l.staging_bytes, l.staging_unsized) = (bytes, unsized_);
+                l
             })
             .collect()
     }

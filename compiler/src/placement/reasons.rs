@@ -79,6 +79,33 @@ impl Solved<'_> {
         }
     }
 
+    /// Why no variant of `w`'s model that fits pool `d` of `t` (or, for `NO_DETAIL`, its CPU
+    /// variant) can be staged there.
+    fn unreachable_message(&self, w: usize, t: usize, d: u32) -> String {
+        let ir = self.ir;
+        let target = &ir.targets[t];
+        let model = ir.workloads[w]
+            .model
+            .and_then(|m| ir.models.get(m.index()))
+            .map_or("", |m| m.name.as_str());
+        let which = if d == NO_DETAIL {
+            format!("model `{model}` cannot be staged here")
+        } else {
+            format!(
+                "no variant of `{model}` that fits pool `{}` can be staged here",
+                pool_name(ir, t, d)
+            )
+        };
+        let why = if target.mirrors.is_empty() {
+            "it names no registry mirror".to_string()
+        } else {
+            "its mirrors serve `oci://` artifacts only".to_string()
+        };
+        format!(
+            "disconnected and not run by an edge agent, so {which}: `{model}` is not in its `cached_models` and {why}"
+        )
+    }
+
     /// Message and both sites for a reason.
     fn describe(&self, w: usize, t: usize, reason: Reason, d: u32) -> (String, Site, Site) {
         let ir = self.ir;
@@ -144,6 +171,11 @@ impl Solved<'_> {
                 self.variant_message(w, t, d),
                 ws(&["model"]),
                 self.pool_site(t, d, "accelerator"),
+            ),
+            Reason::ModelUnreachable => (
+                self.unreachable_message(w, t, d),
+                ws(&["model"]),
+                ts(&["connectivity"]),
             ),
             Reason::DataUnavailable => {
                 let name = wl.data.get(d as usize).map_or("", |x| x.name.as_str());

@@ -21,6 +21,7 @@ pub enum Reason {
     Mig,
     GpuMemory,
     NoVariant,
+    ModelUnreachable,
     DataUnavailable,
     DataLatency,
     ServiceMaturity,
@@ -45,9 +46,9 @@ pub enum Reason {
 
 impl Reason {
     /// One more than the largest code: arrays indexed by `reason as usize` have this length.
-    pub const COUNT: usize = 25;
+    pub const COUNT: usize = 26;
 
-    const ALL: [Reason; 24] = [
+    const ALL: [Reason; 25] = [
         Reason::NotCandidate,
         Reason::Environment,
         Reason::Connectivity,
@@ -55,6 +56,7 @@ impl Reason {
         Reason::Mig,
         Reason::GpuMemory,
         Reason::NoVariant,
+        Reason::ModelUnreachable,
         Reason::DataUnavailable,
         Reason::DataLatency,
         Reason::ServiceMaturity,
@@ -88,6 +90,7 @@ impl Reason {
             Reason::Mig => "mig",
             Reason::GpuMemory => "gpu_memory",
             Reason::NoVariant => "no_variant",
+            Reason::ModelUnreachable => "model_unreachable",
             Reason::DataUnavailable => "data_unavailable",
             Reason::DataLatency => "data_latency",
             Reason::ServiceMaturity => "service_maturity",

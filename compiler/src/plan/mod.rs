@@ -15,10 +15,14 @@ use std::fmt::Write as _;
 
 pub mod diff;
 mod read;
+mod staging;
 pub use read::{PlanReadError, from_json};
+pub use staging::{
+    ArtifactStaging, StagingSource, artifact_staging, mirror_reference, staging_totals,
+};
 
 /// The format identifier written into every plan.
-pub const PLAN_FORMAT: &str = "berth.plan/v1";
+pub const PLAN_FORMAT: &str = "berth.plan/v2";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -111,6 +115,10 @@ pub struct VariantBinding {
     pub variant: String,
     pub artifact: String,
     pub digest: Option<String>,
+    /// How the artifact reaches the target. A plan or bundle written before berth recorded
+    /// it reads as `source` with nothing to pull, which the verifier refuses for a plan.
+    #[serde(default)]
+    pub staging: ArtifactStaging,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -255,6 +263,12 @@ pub struct TargetLedger {
     pub cpu_millis_allocated: u64,
     pub memory_capacity: u64,
     pub memory_allocated: u64,
+    /// Bytes of model artifacts to stage on the target: the known sizes of the distinct
+    /// artifacts its placements pull or are carried (not those it caches).
+    pub staging_bytes: u64,
+    /// Of those artifacts, how many have no `size` in the spec (not counted in
+    /// `staging_bytes`).
+    pub staging_unsized: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -222,6 +222,11 @@ pub enum SemaError {
         span: Span,
         reason: &'static str,
     },
+    InvalidMirror {
+        text: String,
+        span: Span,
+        reason: &'static str,
+    },
     DuplicatePlacement {
         workload: String,
         first: Span,
@@ -695,6 +700,13 @@ impl SemaError {
             )
             .primary_label(*reason)
             .help("a digest is `sha256:` followed by 64 lowercase hex digits"),
+            E::InvalidMirror { text, span, reason } => Diagnostic::error(
+                Code::InvalidMirror,
+                format!("invalid registry mirror `{text}`"),
+                *span,
+            )
+            .primary_label(*reason)
+            .help("a mirror is `oci://HOST[:PORT]` or `oci://HOST[:PORT]/PATH`, e.g. `oci://registry.plant.local:5000/models`"),
             E::DuplicatePlacement {
                 workload,
                 first,

@@ -632,6 +632,10 @@ fn lower_target(ck: &mut Checker<'_>, t: usize) -> (Target, ItemSpans) {
         data,
         services,
         cached_models,
+        mirrors: list_of(f.get("mirrors"))
+            .iter()
+            .filter_map(|(v, _)| str_of(Some(v)))
+            .collect(),
         cost,
         labels: string_map(f.get("labels")),
     };

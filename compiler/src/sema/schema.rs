@@ -437,6 +437,12 @@ pub static TARGET: BlockSchema = BlockSchema {
             "Models whose artifacts are already cached at the site.",
         ),
         value(
+            "mirrors",
+            Ty::List(&Ty::Mirror),
+            Presence::Default("[]"),
+            "OCI registries at the site that mirror model artifacts, tried in order before the artifact's own registry: `[\"oci://registry.plant.local:5000\"]`.",
+        ),
+        value(
             "cost",
             Ty::MapRecord(&COST),
             OPT,

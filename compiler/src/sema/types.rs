@@ -287,6 +287,8 @@ pub enum Ty {
     Taint,
     /// A model artifact digest: `sha256:` and 64 lowercase hex digits.
     Digest,
+    /// An OCI registry mirror at a site: `oci://HOST[:PORT][/PATH]`.
+    Mirror,
 }
 
 impl Ty {
@@ -323,6 +325,7 @@ impl Ty {
             Ty::ServiceReq => "a service requirement (`service >= maturity`)".into(),
             Ty::Taint => "a taint (`\"key=value:Effect\"`)".into(),
             Ty::Digest => "a digest (`\"sha256:…\"`)".into(),
+            Ty::Mirror => "a registry mirror (`\"oci://HOST[:PORT][/PATH]\"`)".into(),
         }
     }
 
@@ -345,6 +348,7 @@ impl Ty {
             Ty::Call(c) => format!("`{}(…)`", c.name),
             Ty::ServiceReq => "service requirements".into(),
             Ty::Taint => "taints".into(),
+            Ty::Mirror => "registry mirrors (`\"oci://HOST[:PORT][/PATH]\"`)".into(),
             other => other.describe(),
         }
     }

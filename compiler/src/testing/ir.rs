@@ -602,6 +602,7 @@ impl TargetBuilder {
                 data: Vec::new(),
                 services: Vec::new(),
                 cached_models: Vec::new(),
+                mirrors: Vec::new(),
                 cost: Cost::default(),
                 labels: BTreeMap::new(),
             },
@@ -625,6 +626,11 @@ impl TargetBuilder {
     }
     pub fn connectivity(mut self, c: Connectivity) -> Self {
         self.target.connectivity = c;
+        self
+    }
+    /// A registry mirror at the site (`oci://HOST…`).
+    pub fn mirror(mut self, mirror: &str) -> Self {
+        self.target.mirrors.push(mirror.into());
         self
     }
     pub fn edge(mut self) -> Self {

@@ -93,6 +93,13 @@ pub enum Unfit {
     },
     /// No variant of the workload's model fits the pool.
     NoVariant { model: String, pool: Option<String> },
+    /// Variants fit the pool, but none can be staged on the target: it is disconnected, not
+    /// run by an edge agent, does not cache the model, and has no mirror for them.
+    ModelUnreachable {
+        model: String,
+        pool: Option<String>,
+        mirrors: bool,
+    },
     /// The target offers no endpoint for a data set the workload needs.
     DataMissing { data: String },
     /// The data set is farther (nanoseconds) than the workload's `max_latency`.
@@ -160,15 +167,29 @@ pub(super) fn fit(ir: &Ir, w: &Workload, t: &Target, pool: Option<usize>) -> Res
     };
     let variant = match w.model {
         None => None,
-        Some(m) => Some(first_variant(ir, m, pool).ok_or_else(|| {
-            Unfit::NoVariant {
-                model: ir
-                    .models
+        Some(m) => {
+            let model = || {
+                ir.models
                     .get(m.index())
-                    .map_or_else(String::new, |m| m.name.clone()),
-                pool: pool.map(|p| p.name.clone()),
+                    .map_or_else(String::new, |m| m.name.clone())
+            };
+            match first_variant(ir, m, pool, t) {
+                VariantChoice::Uses(v) => Some(v),
+                VariantChoice::NoneFits => {
+                    return Err(Unfit::NoVariant {
+                        model: model(),
+                        pool: pool.map(|p| p.name.clone()),
+                    });
+                }
+                VariantChoice::NoneStageable => {
+                    return Err(Unfit::ModelUnreachable {
+                        model: model(),
+                        pool: pool.map(|p| p.name.clone()),
+                        mirrors: !t.mirrors.is_empty(),
+                    });
+                }
             }
-        })?),
+        }
     };
     Ok(Fit {
         variant,
@@ -210,19 +231,66 @@ fn pool_fit(ir: &Ir, w: &Workload, p: &Pool, units: u32) -> Result<(), Unfit> {
     Ok(())
 }
 
-/// The first variant, in written order, that fits `pool`: its accelerator list (if any)
-/// names the pool's accelerator and its `gpu_memory` fits one device of the pool (a MIG
-/// instance for a partitioned pool). Without a pool (a CPU-only placement) only a variant
-/// that names no accelerator fits.
-fn first_variant(ir: &Ir, model: crate::ir::ModelId, pool: Option<&Pool>) -> Option<usize> {
-    let model = ir.models.get(model.index())?;
-    model.variants.iter().position(|v| match pool {
+/// Which variant a placement uses.
+enum VariantChoice {
+    Uses(usize),
+    NoneFits,
+    /// Variants fit, none can be staged on the target.
+    NoneStageable,
+}
+
+/// The first variant, in written order, that fits `pool` and can be staged on `t`: its
+/// accelerator list (if any) names the pool's accelerator and its `gpu_memory` fits one
+/// device of the pool (a MIG instance for a partitioned pool). Without a pool (a CPU-only
+/// placement) the first variant that names no accelerator, which must be stageable.
+fn first_variant(
+    ir: &Ir,
+    id: crate::ir::ModelId,
+    pool: Option<&Pool>,
+    t: &Target,
+) -> VariantChoice {
+    let Some(model) = ir.models.get(id.index()) else {
+        return VariantChoice::NoneFits;
+    };
+    let fits = |v: &crate::ir::Variant| match pool {
         None => v.accelerators.is_empty(),
         Some(p) => {
             (v.accelerators.is_empty() || v.accelerators.contains(&p.accelerator))
                 && v.gpu_memory <= device_memory(ir, p)
         }
-    })
+    };
+    let mut fitting = model.variants.iter().enumerate().filter(|(_, v)| fits(v));
+    if pool.is_none() {
+        // A CPU-only placement has one candidate: the first variant without accelerators.
+        return match fitting.next() {
+            None => VariantChoice::NoneFits,
+            Some((i, v)) if stageable(t, id, &v.artifact) => VariantChoice::Uses(i),
+            Some(_) => VariantChoice::NoneStageable,
+        };
+    }
+    let mut any = false;
+    for (i, v) in fitting {
+        if stageable(t, id, &v.artifact) {
+            return VariantChoice::Uses(i);
+        }
+        any = true;
+    }
+    if any {
+        VariantChoice::NoneStageable
+    } else {
+        VariantChoice::NoneFits
+    }
+}
+
+/// Whether an artifact of `model` at `artifact` can be staged on `t`, the verifier's reading
+/// of "Model staging" in `docs/placement.md`: a target that is not disconnected fetches from
+/// the source, an edge agent can be carried a bundle; any other disconnected target stages
+/// only what it caches, or `oci://` artifacts from its registry mirrors.
+pub(super) fn stageable(t: &Target, model: crate::ir::ModelId, artifact: &str) -> bool {
+    t.connectivity != Connectivity::Disconnected
+        || matches!(t.runtime, crate::ir::Runtime::Edge { .. })
+        || t.cached_models.contains(&model)
+        || (!t.mirrors.is_empty() && artifact.starts_with("oci://"))
 }
 
 fn data_bindings(w: &Workload, t: &Target) -> Result<Vec<DataBinding>, Unfit> {
@@ -325,8 +393,9 @@ impl Unfit {
             Unfit::GpuMemory { .. } => 7,
             Unfit::PoolTooSmall { .. } => 8,
             Unfit::NoVariant { .. } => 9,
-            Unfit::DataMissing { .. } | Unfit::DataLatency { .. } => 10,
-            Unfit::Service { .. } => 11,
+            Unfit::ModelUnreachable { .. } => 10,
+            Unfit::DataMissing { .. } | Unfit::DataLatency { .. } => 11,
+            Unfit::Service { .. } => 12,
         }
     }
 }

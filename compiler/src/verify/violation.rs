@@ -910,6 +910,28 @@ impl fmt::Display for Unfit {
                     "no variant of model `{model}` runs without an accelerator"
                 ),
             },
+            Unfit::ModelUnreachable {
+                model,
+                pool,
+                mirrors,
+            } => {
+                match pool {
+                    Some(p) => write!(
+                        f,
+                        "no variant of model `{model}` that fits pool `{p}` can be staged"
+                    )?,
+                    None => write!(f, "model `{model}` cannot be staged")?,
+                }
+                write!(
+                    f,
+                    " on this disconnected target: it does not cache `{model}` and {}",
+                    if *mirrors {
+                        "its mirrors serve `oci://` artifacts only"
+                    } else {
+                        "names no registry mirror"
+                    }
+                )
+            }
             Unfit::DataMissing { data } => write!(f, "the target offers no data `{data}`"),
             Unfit::DataLatency {
                 data,

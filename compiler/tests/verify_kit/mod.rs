@@ -61,6 +61,7 @@ pub fn target(name: &str, class: EnvClass, connectivity: Connectivity) -> Target
         data: Vec::new(),
         services: Vec::new(),
         cached_models: Vec::new(),
+        mirrors: Vec::new(),
         cost: Cost::default(),
         labels: BTreeMap::new(),
     }
@@ -207,6 +208,10 @@ pub fn estate() -> Ir {
         pools: vec![pool("orin", ORIN, 2, None)],
         data: vec![local_data(1, "file:///srv/line-images")],
         services: services(Maturity::Ga, Maturity::Ga),
+        // Run by an edge agent: a disconnected site that is carried its models.
+        runtime: Runtime::Edge {
+            agent: "https://edge.turin.example.com:7443".into(),
+        },
         ..target("turin", Factory, Disconnected)
     };
     let cloud_eu = Target {

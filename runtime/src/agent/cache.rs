@@ -98,6 +98,43 @@ impl Cache {
 
     /// The cached file of the artifact at `uri` with `digest`, fetching it if needed.
     /// Returns whether it was fetched now (false: already cached).
+    /// [`Cache::ensure`] from the first of `sources` that serves the artifact (the plan's
+    /// `staging.pull`: the target's registry mirrors, then the artifact itself unless the
+    /// target is disconnected), or from `uri` alone when `sources` is empty. Every source is
+    /// held to the same digest, so a mirror can serve nothing else. A source that cannot be
+    /// reached, refuses, or serves other bytes is passed over for the next, keeping nothing
+    /// it served; the error is then the first digest mismatch, if a source lied, else the
+    /// last source's.
+    pub async fn ensure_from(
+        &self,
+        state: &State,
+        sources: &[String],
+        uri: &str,
+        digest: Option<&str>,
+    ) -> Result<(PathBuf, bool), FetchError> {
+        if sources.is_empty() {
+            return self.ensure(state, uri, digest).await;
+        }
+        let (mut mismatch, mut last) = (None, None);
+        for source in sources {
+            match self.ensure(state, source, digest).await {
+                Ok(done) => return Ok(done),
+                Err(e @ (FetchError::NoDigest(_) | FetchError::BadDigest(_))) => return Err(e),
+                Err(e @ FetchError::Mismatch { .. }) => {
+                    tracing::warn!(source = %source, "{e}; trying the next source");
+                    mismatch.get_or_insert(e);
+                }
+                Err(e) => {
+                    tracing::warn!(source = %source, "{e}; trying the next source");
+                    last = Some(e);
+                }
+            }
+        }
+        Err(mismatch
+            .or(last)
+            .unwrap_or_else(|| FetchError::Unsupported(uri.to_string())))
+    }
+
     pub async fn ensure(
         &self,
         state: &State,

@@ -568,7 +568,12 @@ impl Agent {
         };
         match self
             .cache
-            .ensure(&self.state, &variant.artifact, variant.digest.as_deref())
+            .ensure_from(
+                &self.state,
+                &variant.staging.pull,
+                &variant.artifact,
+                variant.digest.as_deref(),
+            )
             .await
         {
             Ok((path, fetched)) => {

@@ -22,6 +22,11 @@ pub struct FetchArgs {
     /// The staging directory; the artifact goes to `DIR/HEX/`.
     #[arg(long, value_name = "DIR")]
     pub into: PathBuf,
+    /// Where to pull the artifact from, in order (repeated): a target's registry mirrors and
+    /// then the artifact itself, as the plan's `staging.pull` lists them. Every source is
+    /// held to `--digest`. Without it, ARTIFACT alone.
+    #[arg(long = "from", value_name = "URI", conflicts_with = "check")]
+    pub sources: Vec<String>,
     /// Fetch nothing: succeed only if `DIR` holds the artifact of `--digest`.
     #[arg(long, conflicts_with = "artifact")]
     pub check: bool,
@@ -93,6 +98,7 @@ pub fn run(args: &FetchArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
     let staged = runtime.block_on(staging::stage(
         &args.into,
         artifact,
+        &args.sources,
         &args.digest,
         client,
         registries,

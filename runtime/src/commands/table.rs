@@ -1,9 +1,12 @@
 //! A plan for people: one table per workload, then a summary line. Plain text (no colour),
 //! deterministic: the same plan gives the same text.
 
-use berth_compiler::driver::units::{count, duration};
+use berth_compiler::driver::units::{bytes, count, duration};
 use berth_compiler::ir::Money;
-use berth_compiler::plan::{Placement, Plan, Rejection, ScoreTerm, WorkloadPlan, WorkloadStatus};
+use berth_compiler::plan::{
+    Placement, Plan, Rejection, ScoreTerm, StagingSource, VariantBinding, WorkloadPlan,
+    WorkloadStatus,
+};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -13,6 +16,27 @@ pub fn render(plan: &Plan) -> String {
     for w in &plan.workloads {
         workload(&mut out, w);
         out.push('\n');
+    }
+    let staging: Vec<String> = plan
+        .targets
+        .iter()
+        .filter(|t| t.staging_bytes > 0 || t.staging_unsized > 0)
+        .map(|t| {
+            let mut amount = Vec::new();
+            if t.staging_bytes > 0 {
+                amount.push(bytes(t.staging_bytes));
+            }
+            if t.staging_unsized > 0 {
+                amount.push(format!(
+                    "{} of unknown size",
+                    plural(t.staging_unsized as usize, "artifact")
+                ));
+            }
+            format!("{} {}", t.target, amount.join(" and "))
+        })
+        .collect();
+    if !staging.is_empty() {
+        let _ = writeln!(out, "models to stage: {}\n", staging.join(", "));
     }
     out
 }
@@ -89,10 +113,19 @@ fn workload(out: &mut String, w: &WorkloadPlan) {
         w.cost_per_day
     );
     if !w.placements.is_empty() {
-        let rows: Vec<[String; 5]> =
-            std::iter::once(["target", "pool", "replicas", "variant", "score"].map(String::from))
-                .chain(w.placements.iter().map(placement_row))
-                .collect();
+        let rows: Vec<[String; 6]> = std::iter::once(
+            [
+                "target",
+                "pool",
+                "replicas",
+                "variant",
+                "model from",
+                "score",
+            ]
+            .map(String::from),
+        )
+        .chain(w.placements.iter().map(placement_row))
+        .collect();
         table(out, &rows);
     }
     if !w.fallback.is_empty() {
@@ -149,7 +182,7 @@ fn status(s: WorkloadStatus) -> &'static str {
     }
 }
 
-fn placement_row(p: &Placement) -> [String; 5] {
+fn placement_row(p: &Placement) -> [String; 6] {
     [
         p.target.clone(),
         p.pool.clone().unwrap_or_else(|| "-".into()),
@@ -157,8 +190,24 @@ fn placement_row(p: &Placement) -> [String; 5] {
         p.variant
             .as_ref()
             .map_or_else(|| "-".into(), |v| v.variant.clone()),
+        p.variant.as_ref().map_or_else(|| "-".into(), model_from),
         score(&p.score),
     ]
+}
+
+/// Where the placement's model comes from: `cached`, `mirror`, `source` or `carried`, and
+/// the bytes that move (`mirror 6GiB`).
+fn model_from(v: &VariantBinding) -> String {
+    let from = match v.staging.from {
+        StagingSource::Cached => return "cached".into(),
+        StagingSource::Mirror => "mirror",
+        StagingSource::Source => "source",
+        StagingSource::Carried => "carried",
+    };
+    match v.staging.bytes {
+        Some(n) => format!("{from} {}", bytes(n)),
+        None => from.into(),
+    }
 }
 
 /// `data_latency 2ms, cost 21.60`.

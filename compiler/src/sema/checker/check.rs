@@ -239,19 +239,30 @@ impl<'a> Checker<'a> {
                 }
             }
             (Ty::Str, Val::Str(s)) => Some(Val::Str(s)),
-            (Ty::Digest, Val::Str(s)) => {
-                if let Some(reason) = digest_problem(&s) {
-                    let e = SemaError::InvalidDigest {
+            (Ty::Digest, Val::Str(s)) => match digest_problem(&s) {
+                Some(reason) => {
+                    let span = self.site(span);
+                    self.error(SemaError::InvalidDigest {
                         digest: s,
-                        span: self.site(span),
+                        span,
                         reason,
-                    };
-                    self.error(e);
+                    });
                     None
-                } else {
-                    Some(Val::Str(s))
                 }
-            }
+                None => Some(Val::Str(s)),
+            },
+            (Ty::Mirror, Val::Str(s)) => match mirror_problem(&s) {
+                Some(reason) => {
+                    let span = self.site(span);
+                    self.error(SemaError::InvalidMirror {
+                        text: s,
+                        span,
+                        reason,
+                    });
+                    None
+                }
+                None => Some(Val::Str(s)),
+            },
             (Ty::Taint, Val::Str(s)) => match parse_taint(&s) {
                 Some(t) => Some(Val::Taint(t)),
                 None => {
@@ -710,6 +721,47 @@ pub fn digest_problem(s: &str) -> Option<&'static str> {
         .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     {
         return Some("the hex part has characters other than `0-9` and `a-f`");
+    }
+    None
+}
+
+/// Why `s` is not a registry mirror `oci://HOST[:PORT][/PATH]`, or `None` when it is one:
+/// a host of letters, digits, dots and dashes, an optional port, and path segments of
+/// lowercase letters, digits, `.`, `_` and `-` (the distribution spec's repository
+/// components), without a tag or digest.
+pub fn mirror_problem(s: &str) -> Option<&'static str> {
+    let Some(rest) = s.strip_prefix("oci://") else {
+        return Some("it does not start with `oci://`");
+    };
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (authority, None),
+    };
+    if host.is_empty()
+        || !host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+    {
+        return Some("the host is empty or has characters other than letters, digits, `.` and `-`");
+    }
+    if port.is_some_and(|p| p.is_empty() || p.len() > 5 || !p.bytes().all(|b| b.is_ascii_digit())) {
+        return Some("the port is not a number");
+    }
+    if rest.contains('@') {
+        return Some("a mirror names a registry, not an artifact: it has no digest");
+    }
+    if !path.is_empty()
+        && !path.split('/').all(|seg| {
+            !seg.is_empty()
+                && seg.bytes().all(|b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
+                })
+        })
+    {
+        return Some(
+            "the path has an empty segment, a tag, or characters other than lowercase letters, digits, `.`, `_` and `-`",
+        );
     }
     None
 }

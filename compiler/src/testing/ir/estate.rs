@@ -129,6 +129,11 @@ pub fn estate(seed: u64, shape: EstateShape) -> Ir {
                 EnvClass::Airgapped => (Connectivity::Disconnected, 128, 512),
             };
             tb = tb.connectivity(conn).cpu_mem(cpus, mem_gib * GIB);
+            if conn == Connectivity::Disconnected {
+                // A disconnected cluster stages models from its own registry (no random draw,
+                // so the rest of the estate is the one it was before mirrors existed).
+                tb = tb.mirror(&format!("oci://registry.t{t}.local:5000"));
+            }
             let (accels, pools, lo, hi): (&[&str], u64, u64, u64) = match class {
                 EnvClass::Cloud => (&["H100", "A100", "L40S", "H200"], 3, 16, 64),
                 EnvClass::Datacenter => (&["A100", "L40S", "L4", "H100"], 2, 8, 24),

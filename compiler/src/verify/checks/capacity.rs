@@ -201,6 +201,12 @@ impl<'a> Verifier<'a> {
                 context: Some("target ledger".to_owned()),
             }
         });
+        let mut variants: BTreeMap<TargetId, Vec<&crate::plan::VariantBinding>> = BTreeMap::new();
+        for p in &self.placed {
+            if let Some(v) = &p.placement.variant {
+                variants.entry(p.t).or_default().push(v);
+            }
+        }
         let mut done = BTreeSet::new();
         for ledger in &self.plan.targets {
             let Some(t) = self.target_id(&ledger.target) else {
@@ -211,6 +217,8 @@ impl<'a> Verifier<'a> {
             }
             let target = &ir.targets[t.index()];
             let (cpu, memory) = used.get(&t).copied().unwrap_or_default();
+            let (staging_bytes, staging_unsized) =
+                crate::plan::staging_totals(variants.get(&t).into_iter().flatten().copied());
             let fields = [
                 (
                     "cpu_millis_capacity",
@@ -220,10 +228,16 @@ impl<'a> Verifier<'a> {
                 ("cpu_millis_allocated", ledger.cpu_millis_allocated, cpu),
                 ("memory_capacity", ledger.memory_capacity, target.memory),
                 ("memory_allocated", ledger.memory_allocated, memory),
+                ("staging_bytes", ledger.staging_bytes, staging_bytes),
+                (
+                    "staging_unsized",
+                    u64::from(ledger.staging_unsized),
+                    u64::from(staging_unsized),
+                ),
             ];
             for (field, recorded, recomputed) in fields {
                 let show = |n: u64| {
-                    if field.starts_with("memory") {
+                    if field.starts_with("memory") || field == "staging_bytes" {
                         violation::bytes(n)
                     } else {
                         n.to_string()

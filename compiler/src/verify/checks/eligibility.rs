@@ -170,8 +170,40 @@ impl<'a> Verifier<'a> {
                         span: self.wfield(p.w, "model"),
                     });
                 }
+                // A variant that cannot be staged here at all is refused by the fit check.
+                let staged = w.model.and_then(|id| {
+                    crate::plan::artifact_staging(&self.ir.targets[p.t.index()], id, v)
+                });
+                if let Some(staging) = staged.filter(|s| *s != r.staging) {
+                    found.push(Violation::FieldMismatch {
+                        workload: w.name.clone(),
+                        target: Some(target.clone()),
+                        field: "variant.staging",
+                        recorded: staging_summary(&r.staging),
+                        expected: staging_summary(&staging),
+                        span: self.wfield(p.w, "model"),
+                    });
+                }
             }
             _ => found.push(wrong()),
         }
+    }
+}
+
+/// `mirror from oci://a, oci://b (1.2 GB)`, for a staging mismatch.
+fn staging_summary(s: &crate::plan::ArtifactStaging) -> String {
+    let from = match s.from {
+        crate::plan::StagingSource::Cached => "cached",
+        crate::plan::StagingSource::Mirror => "mirror",
+        crate::plan::StagingSource::Source => "source",
+        crate::plan::StagingSource::Carried => "carried",
+    };
+    let bytes = s
+        .bytes
+        .map_or_else(|| "size unknown".to_owned(), violation::bytes);
+    if s.pull.is_empty() {
+        format!("{from} ({bytes})")
+    } else {
+        format!("{from} from {} ({bytes})", s.pull.join(", "))
     }
 }

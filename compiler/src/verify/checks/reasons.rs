@@ -62,7 +62,7 @@ impl Blocker {
 }
 
 /// Reasons each stage gives (`docs/placement.md`).
-const ELIGIBILITY_REASONS: [&str; 13] = [
+const ELIGIBILITY_REASONS: [&str; 14] = [
     "not_candidate",
     "environment",
     "connectivity",
@@ -70,6 +70,7 @@ const ELIGIBILITY_REASONS: [&str; 13] = [
     "mig",
     "gpu_memory",
     "no_variant",
+    "model_unreachable",
     "data_unavailable",
     "data_latency",
     "service_maturity",

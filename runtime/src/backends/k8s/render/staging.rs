@@ -13,6 +13,7 @@
 //! re-plan does not change it: `ReadWriteOnce` for one replica, `ReadWriteMany` for more.
 
 use super::*;
+use berth_compiler::plan::StagingSource;
 use k8s_openapi::api::core::v1::{
     PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource,
     SecretVolumeSource, Volume, VolumeMount, VolumeResourceRequirements,
@@ -38,6 +39,8 @@ const MIN_ESTIMATE: u64 = 10 << 30;
 pub(super) struct Stage<'a> {
     pub(super) artifact: &'a str,
     pub(super) digest: &'a str,
+    /// Where the Job pulls it from, in order (the plan's `staging.pull`).
+    pub(super) sources: &'a [String],
     /// `HEX` of the digest: the artifact's directory on the volume.
     pub(super) dir: String,
     pub(super) image: String,
@@ -50,18 +53,21 @@ pub fn default_fetch_image() -> String {
     format!("berth:{}", env!("CARGO_PKG_VERSION"))
 }
 
+impl Stage<'_> {
+    /// The sources the Job is told with `--from`, or `None` when it pulls the artifact itself
+    /// (the default).
+    fn pull_args(&self) -> Option<&[String]> {
+        (!self.sources.is_empty() && self.sources != [self.artifact]).then_some(self.sources)
+    }
+}
+
 impl Site<'_> {
     /// The staging of this placement, if any.
     pub(super) fn stage(&self) -> Option<Stage<'_>> {
         let variant = self.placement.variant.as_ref()?;
         let digest = variant.digest.as_deref()?;
         let dir = crate::staging::dir_name(digest)?;
-        let cached = self
-            .target
-            .cached_models
-            .iter()
-            .any(|&m| self.ir.model(m).name == variant.model);
-        if cached {
+        if variant.staging.from == StagingSource::Cached {
             return None;
         }
         let staging = match &self.target.runtime {
@@ -71,6 +77,7 @@ impl Site<'_> {
         Some(Stage {
             artifact: &variant.artifact,
             digest,
+            sources: &variant.staging.pull,
             dir,
             image: staging
                 .fetch_image
@@ -85,8 +92,23 @@ impl Site<'_> {
         dns_label(&format!("{}-model", self.name))
     }
 
+    /// `NAME-stage-HEX12`, the digest's first 12 hex digits; when the Job pulls from other
+    /// sources than the artifact itself (a target's mirrors), `-` and 8 hex digits of a hash
+    /// of those sources too: a Job's pod template cannot be changed, so other sources make
+    /// another Job, as another digest does.
     fn stage_job_name(&self, stage: &Stage<'_>) -> String {
-        dns_label(&format!("{}-stage-{}", self.name, &stage.dir[..12]))
+        match stage.pull_args() {
+            None => dns_label(&format!("{}-stage-{}", self.name, &stage.dir[..12])),
+            Some(sources) => {
+                let hash = <sha2::Sha256 as sha2::Digest>::digest(sources.join("\n").as_bytes());
+                dns_label(&format!(
+                    "{}-stage-{}-{}",
+                    self.name,
+                    &stage.dir[..12],
+                    berth_compiler::plan::hex(&hash[..4])
+                ))
+            }
+        }
     }
 
     /// Labels of the staging objects: managed, of this target and plan (prune and status find
@@ -182,6 +204,9 @@ impl Site<'_> {
             "--into".to_string(),
             MOUNT.to_string(),
         ];
+        for source in stage.pull_args().unwrap_or_default() {
+            args.extend(["--from".to_string(), source.clone()]);
+        }
         let mut mounts = vec![VolumeMount {
             name: "model".to_string(),
             mount_path: MOUNT.to_string(),
