@@ -4,7 +4,9 @@
 //! the volume holds the artifact of that digest, mounted read-only at [`MOUNT`].
 //!
 //! Nothing is staged when the target's catalogue lists the model under `cached_models` (the
-//! site serves it) or when the variant has no digest (nothing to verify against).
+//! site serves it), when the NIM Operator caches it (`nim.rs`: an `ngc://` or `hf://` artifact
+//! on a target offering `nim_operator`), or when the variant has no digest (nothing to verify
+//! against).
 //!
 //! The volume is sized for two versions of the model's largest variant, so that the next
 //! version is staged beside the one running pods read (each in its own `HEX/` directory, see
