@@ -119,22 +119,7 @@ impl Setup {
             Some(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": FLUX_NS}})),
         );
         assert_eq!(answer.status, 201, "{:?}", answer.body);
-        self.cluster
-            .wait_for("Flux's CRDs to be established", FLUX_TIMEOUT, || {
-                names.iter().all(|name| {
-                    let answer = self.cluster.request(
-                        "GET",
-                        &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"),
-                        None,
-                    );
-                    answer.body["status"]["conditions"]
-                        .as_array()
-                        .is_some_and(|c| {
-                            c.iter()
-                                .any(|c| c["type"] == "Established" && c["status"] == "True")
-                        })
-                })
-            });
+        self.cluster.wait_crds_established(&names, FLUX_TIMEOUT);
         let kubeconfig = self.cluster.dir.join("admin.kubeconfig");
         let storage = free_port();
         let logs = self.cluster.dir.join("logs");

@@ -1826,3 +1826,177 @@ fn reclaim_scales_idle_notebooks_to_zero_after_their_threshold_and_keeps_the_res
         "{err}"
     );
 }
+
+const NIM_SPEC: &str = "../tests/data/nim";
+
+/// Where the NIM Operator runs (`tests/data/nim`): `berth apply` creates a `NIMCache` per
+/// `ngc://` or `hf://` model, which the real API server validates against the operator's
+/// schema (installed as a CRD, `cluster/nim.rs`), and the Deployments mounting its volume; a
+/// re-apply writes nothing; a new model puts a new cache in, and `--prune` takes the old one
+/// out.
+#[test]
+fn nim_operator_caches_are_applied_validated_and_pruned() {
+    let planned = plan_spec(Path::new(NIM_SPEC));
+    let fleet = Fleet::for_ir(&planned.ir, &[]);
+    let cluster = fleet.cluster("nim-cluster");
+    cluster::nim::install(cluster);
+    let apply = |planned: &Planned, extra: &[&str]| {
+        let mut args = vec!["apply", planned.plan_arg(), "--spec", planned.spec_arg()];
+        args.extend_from_slice(extra);
+        berth(&fleet, &fleet.kubeconfig, &args)
+    };
+    let (code, _, err) = apply(&planned, &[]);
+    assert_eq!(code, 0, "{err}");
+    let caches = cluster.list(&cluster::nim::collection("nim"));
+    assert_eq!(caches.len(), 2, "{caches:#?}");
+    let source = |cache: &Value, kind: &str| cache["spec"]["source"][kind].clone();
+    let ngc = caches
+        .iter()
+        .find(|c| source(c, "ngc").is_object())
+        .expect("the NGC cache");
+    assert_eq!(
+        source(ngc, "ngc")["modelEndpoint"],
+        "ngc://nim/meta/llama-3.1-8b-instruct:hf"
+    );
+    assert_eq!(source(ngc, "ngc")["authSecret"], "ngc-api");
+    assert_eq!(
+        source(ngc, "ngc")["modelPuller"],
+        "nvcr.io/nim/nvidia/llm-nim:1.12.0",
+        "the workload's image pulls by default"
+    );
+    assert_eq!(managers(ngc), vec!["berth"]);
+    let hf = caches
+        .iter()
+        .find(|c| source(c, "hf").is_object())
+        .expect("the Hugging Face cache");
+    assert_eq!(source(hf, "hf")["namespace"], "meta-llama");
+    assert_eq!(source(hf, "hf")["modelName"], "Llama-3.2-1B");
+    assert_eq!(
+        hf["spec"]["storage"]["pvc"]["volumeAccessMode"],
+        "ReadWriteMany"
+    );
+    assert_eq!(hf["spec"]["storage"]["pvc"]["storageClass"], "shared-rwx");
+    // The Deployment mounts the volume the operator creates under the name berth gave it.
+    let cache_name = ngc["metadata"]["name"].as_str().expect("name").to_string();
+    assert_eq!(ngc["spec"]["storage"]["pvc"]["name"], cache_name.as_str());
+    let deployment = cluster
+        .get("/apis/apps/v1/namespaces/nim/deployments/llm")
+        .expect("deployment");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let claim = &pod["volumes"][0]["persistentVolumeClaim"];
+    assert_eq!(claim["claimName"], cache_name.as_str(), "{pod}");
+    assert_eq!(claim["readOnly"], true);
+    let mount = &pod["containers"][0]["volumeMounts"][0];
+    assert_eq!(mount["mountPath"], "/model-store");
+    assert!(pod["initContainers"].is_null(), "no berth fetch: {pod}");
+    // The OCI artifact with a digest keeps berth's own staging, verified by `berth fetch`.
+    let rerank = cluster
+        .get("/apis/apps/v1/namespaces/nim/deployments/rerank")
+        .expect("deployment");
+    assert_eq!(
+        rerank["spec"]["template"]["spec"]["initContainers"][0]["name"],
+        "model-staged"
+    );
+    assert!(
+        cluster
+            .get("/api/v1/namespaces/nim/persistentvolumeclaims/rerank-model")
+            .is_some()
+    );
+
+    // The schema is live: a misspelled field is refused under strict field validation, and a
+    // cache with two sources by the CRD's own rule.
+    let mut wrong = ngc.clone();
+    wrong["metadata"] = json!({"name": "wrong", "namespace": "nim"});
+    wrong["spec"]["source"]["ngc"]["modelEndPoint"] = json!("ngc://x/y:z");
+    let path = format!(
+        "{}/wrong?fieldValidation=Strict",
+        cluster::nim::collection("nim")
+    );
+    let answer = cluster.apply_as_manager("test", &path, wrong.clone(), true);
+    assert!(
+        answer.status >= 400 && answer.body.to_string().contains("modelEndPoint"),
+        "{answer:?}"
+    );
+    wrong["spec"]["source"]["ngc"]
+        .as_object_mut()
+        .expect("ngc")
+        .remove("modelEndPoint");
+    wrong["spec"]["source"]["hf"] = source(hf, "hf");
+    let answer = cluster.apply_as_manager("test", &path, wrong, true);
+    assert!(
+        answer.status >= 400 && answer.body.to_string().contains("Exactly one of ngc"),
+        "{answer:?}"
+    );
+
+    // A re-apply writes nothing.
+    let writes = cluster.writes_by(BERTH);
+    let (code, _, err) = apply(&planned, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("0 changed"), "{err}");
+    assert_eq!(cluster.writes_by(BERTH), writes, "no write the second time");
+
+    // `--wait` follows the caches by the operator's state (the test plays the operator: one
+    // cache ready, the other failed); the Deployments cannot roll out here, nothing fills
+    // the operator's volumes.
+    let hf_name = hf["metadata"]["name"].as_str().expect("name").to_string();
+    for (name, status) in [
+        (&cache_name, json!({"state": "Ready", "pvc": cache_name})),
+        (
+            &hf_name,
+            json!({"state": "Failed", "conditions": [{"type": "NIM_CACHE_JOB_FAILED",
+                "status": "True", "reason": "JobFailed", "message": "the caching job failed",
+                "lastTransitionTime": "2025-06-07T10:00:00Z"}]}),
+        ),
+    ] {
+        let path = format!("{}/{name}/status", cluster::nim::collection("nim"));
+        let body = json!({"apiVersion": "apps.nvidia.com/v1alpha1", "kind": "NIMCache",
+            "metadata": {"name": name, "namespace": "nim"}, "status": status});
+        let answer = cluster.apply_as_manager("nim-operator", &path, body, true);
+        assert_eq!(answer.status, 200, "{answer:?}");
+    }
+    let (code, _, err) = apply(&planned, &["--wait", "--timeout", "3"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "rolled out       NIMCache nim/{cache_name} after "
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("failed           NIMCache nim/{hf_name} after "))
+            && err.contains("the caching job failed"),
+        "{err}"
+    );
+
+    // A new model: a new cache, and the old one pruned.
+    let spec = tempfile::tempdir().expect("temp dir");
+    let text = std::fs::read_to_string(Path::new(NIM_SPEC).join("nim.berth")).expect("spec");
+    let text = text.replace("llama-3.1-8b-instruct:hf", "llama-3.1-8b-instruct:hf-2");
+    std::fs::write(spec.path().join("nim.berth"), text).expect("write spec");
+    let next = plan_spec(spec.path());
+    let (code, _, err) = apply(&next, &["--prune"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!("pruned           NIMCache nim/{cache_name}")),
+        "{err}"
+    );
+    let names: Vec<String> = cluster
+        .list(&cluster::nim::collection("nim"))
+        .iter()
+        .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(!names.contains(&cache_name), "{names:?}");
+    let deployment = cluster
+        .get("/apis/apps/v1/namespaces/nim/deployments/llm")
+        .expect("deployment");
+    let claim =
+        deployment["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"]
+            .as_str()
+            .expect("claim")
+            .to_string();
+    assert!(
+        names.contains(&claim),
+        "the Deployment mounts the new cache"
+    );
+}

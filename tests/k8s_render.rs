@@ -17,6 +17,12 @@ fn example(dir: &Path) -> (berth_compiler::ir::Ir, berth_compiler::plan::Plan) {
         .file_name()
         .and_then(|n| n.to_str())
         .expect("example name");
+    spec_at(dir, &format!("examples/{name}"))
+}
+
+/// The spec in `dir`, its files named `PREFIX/FILE`.
+fn spec_at(dir: &Path, prefix: &str) -> (berth_compiler::ir::Ir, berth_compiler::plan::Plan) {
+    let name = prefix;
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("read example")
         .map(|e| e.expect("entry").path())
@@ -30,7 +36,7 @@ fn example(dir: &Path) -> (berth_compiler::ir::Ir, berth_compiler::plan::Plan) {
             .file_name()
             .and_then(|n| n.to_str())
             .expect("file name");
-        sources.add(format!("examples/{name}/{base}"), text);
+        sources.add(format!("{prefix}/{base}"), text);
     }
     let planned = driver::plan(&sources, AT.parse().expect("instant"))
         .unwrap_or_else(|_| panic!("example `{name}` plans"));
@@ -113,9 +119,61 @@ fn rendered_objects_match_the_kubernetes_schemas() {
         }
     }
     assert!(!paths.is_empty(), "the examples render some objects");
+    validate(validator, &paths);
+}
+
+/// A target offering the NIM Operator (`tests/data/nim`): `ngc://` and `hf://` artifacts are
+/// cached by `NIMCache`s whose volume the Deployments mount; the OCI artifact with a digest is
+/// still staged by `berth fetch`. The NIMCaches are validated against the operator's schema
+/// by the real API server in `tests/k8s_cluster.rs`; every other object here against the
+/// Kubernetes schemas.
+#[test]
+fn nim_operator_targets_render_nimcaches() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/nim");
+    let (ir, plan) = spec_at(&dir, "tests/data/nim");
+    let rendered = render::render(&ir, &plan);
+    assert_eq!(rendered, render::render(&ir, &plan), "deterministic");
+    let yaml = yaml_of(&rendered);
+    insta::assert_snapshot!(yaml);
+    let objects = &rendered.clusters[0].manifests;
+    let kinds = |kind: render::Kind| objects.iter().filter(|m| m.kind == kind).count();
+    assert_eq!(
+        kinds(render::Kind::NimCache),
+        2,
+        "one cache per ngc/hf placement"
+    );
+    assert_eq!(
+        kinds(render::Kind::PersistentVolumeClaim),
+        1,
+        "berth's own volume for the OCI artifact only"
+    );
+    let validator = "kubernetes-validate";
+    if Command::new(validator).arg("--version").output().is_err() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "`{validator}` is not installed"
+        );
+        eprintln!("skipped: `{validator}` is not installed");
+        return;
+    }
+    let out = tempfile::tempdir().expect("temp dir");
+    let mut paths = Vec::new();
+    for (i, m) in objects.iter().enumerate() {
+        if m.kind == render::Kind::NimCache {
+            continue;
+        }
+        let path = out.path().join(format!("{i}.yaml"));
+        std::fs::write(&path, render::to_yaml(&m.object)).expect("write");
+        paths.push(path);
+    }
+    validate(validator, &paths);
+}
+
+/// Runs `validator` strictly over `paths` against the Kubernetes 1.35 schemas.
+fn validate(validator: &str, paths: &[PathBuf]) {
     let result = Command::new(validator)
         .args(["--kubernetes-version", "1.35.0", "--strict", "--quiet"])
-        .args(&paths)
+        .args(paths)
         .output()
         .expect("run the validator");
     let text = String::from_utf8_lossy(&result.stdout).to_string()

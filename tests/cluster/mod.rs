@@ -16,6 +16,7 @@
 
 #![allow(dead_code)]
 
+pub mod nim;
 pub mod nodes;
 pub mod pki;
 pub mod process;
@@ -452,6 +453,25 @@ impl Cluster {
         let sep = if path.contains('?') { '&' } else { '?' };
         let path = format!("{path}{sep}fieldManager={manager}&force={force}");
         self.request("PATCH", &path, Some(object))
+    }
+
+    /// Waits until every CustomResourceDefinition of `names` is established.
+    pub fn wait_crds_established(&self, names: &[String], timeout: Duration) {
+        self.wait_for("CRDs to be established", timeout, || {
+            names.iter().all(|name| {
+                let answer = self.request(
+                    "GET",
+                    &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"),
+                    None,
+                );
+                answer.body["status"]["conditions"]
+                    .as_array()
+                    .is_some_and(|c| {
+                        c.iter()
+                            .any(|c| c["type"] == "Established" && c["status"] == "True")
+                    })
+            })
+        });
     }
 
     /// Polls `check` every 100 ms until it holds; panics after `timeout`.

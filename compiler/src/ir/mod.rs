@@ -403,6 +403,15 @@ pub struct Staging {
     pub storage_class: Option<String>,
     /// A Secret with registry credentials and roots (`registry_secret`).
     pub registry_secret: Option<String>,
+    /// The Secret a `NIMCache` pulls with (`nim_auth_secret`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nim_auth_secret: Option<String>,
+    /// The image a `NIMCache` runs to pull the model (`nim_model_puller`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nim_model_puller: Option<String>,
+    /// The image pull Secret of the model puller (`nim_pull_secret`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nim_pull_secret: Option<String>,
 }
 
 impl Staging {

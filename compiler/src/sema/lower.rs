@@ -491,6 +491,9 @@ fn staging(get: &dyn Fn(&str) -> Option<String>) -> Staging {
         fetch_image: get("fetch_image"),
         storage_class: get("model_storage_class"),
         registry_secret: get("registry_secret"),
+        nim_auth_secret: get("nim_auth_secret"),
+        nim_model_puller: get("nim_model_puller"),
+        nim_pull_secret: get("nim_pull_secret"),
     }
 }
 

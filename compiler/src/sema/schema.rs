@@ -499,6 +499,25 @@ const REGISTRY_SECRET: Field = value(
     OPT,
     "A Secret in the namespace with `.dockerconfigjson` and optionally `ca.crt`, for private registries.",
 );
+// Models cached by the NIM Operator (`NIMCache`), where the target offers `nim_operator`.
+const NIM_AUTH_SECRET: Field = value(
+    "nim_auth_secret",
+    Ty::Str,
+    Presence::Default("\"ngc-api-secret\""),
+    "The Secret with `NGC_API_KEY` (`ngc://`) or `HF_TOKEN` (`hf://`) a `NIMCache` pulls with.",
+);
+const NIM_MODEL_PULLER: Field = value(
+    "nim_model_puller",
+    Ty::Str,
+    Presence::Default("the workload's image"),
+    "The image a `NIMCache` runs to pull the model (a NIM container).",
+);
+const NIM_PULL_SECRET: Field = value(
+    "nim_pull_secret",
+    Ty::Str,
+    Presence::Default("\"ngc-secret\""),
+    "The image pull Secret of the model puller's registry.",
+);
 
 pub static KUBERNETES: BlockSchema = BlockSchema {
     name: "kubernetes",
@@ -514,6 +533,9 @@ pub static KUBERNETES: BlockSchema = BlockSchema {
         FETCH_IMAGE,
         MODEL_STORAGE_CLASS,
         REGISTRY_SECRET,
+        NIM_AUTH_SECRET,
+        NIM_MODEL_PULLER,
+        NIM_PULL_SECRET,
     ],
 };
 
@@ -549,6 +571,9 @@ pub static ARC: BlockSchema = BlockSchema {
         FETCH_IMAGE,
         MODEL_STORAGE_CLASS,
         REGISTRY_SECRET,
+        NIM_AUTH_SECRET,
+        NIM_MODEL_PULLER,
+        NIM_PULL_SECRET,
     ],
 };
 

@@ -10,7 +10,7 @@ use futures::stream::BoxStream;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, ObjectList, Patch, PatchParams, PostParams,
-    WatchEvent, WatchParams,
+    ValidationDirective, WatchEvent, WatchParams,
 };
 use kube::core::{ApiResource, GroupVersionKind};
 use serde::de::DeserializeOwned;
@@ -321,7 +321,9 @@ impl Cluster {
         force: bool,
     ) -> Result<Value, ApiError> {
         let api = self.api(manifest.kind, manifest.namespace.as_deref());
-        let mut params = PatchParams::apply(FIELD_MANAGER);
+        // Strict: a field the server does not know fails the apply instead of being dropped
+        // with a warning (a custom resource's schema prunes unknown fields silently).
+        let mut params = PatchParams::apply(FIELD_MANAGER).validation(ValidationDirective::Strict);
         if dry_run {
             params = params.dry_run();
         }
@@ -571,6 +573,15 @@ fn classify(
                     code,
                     message: status.message.clone(),
                 }),
+                // Server-side apply answers 500 when the object does not fit its type's schema
+                // (`failed to create typed patch object (…): .spec.x: field not declared in
+                // schema`): no retry mends that, and the message says what is wrong.
+                500 if status.message.contains("typed patch object") => {
+                    Attempt::Fail(ApiError::Invalid {
+                        code,
+                        message: status.message.clone(),
+                    })
+                }
                 // The API server says how long to back off in `details.retryAfterSeconds`
                 // (and the `Retry-After` header, which kube does not pass on).
                 429 | 500..=599 => Attempt::Retry {

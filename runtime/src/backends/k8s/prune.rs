@@ -36,7 +36,12 @@ pub async fn stale(cluster: &Cluster, planned: &ClusterManifests) -> Result<Vec<
     let mut out = Vec::new();
     for namespace in planned.namespaces() {
         for kind in Kind::NAMESPACED {
-            for object in cluster.list(kind, &namespace, &selector).await? {
+            let objects = match cluster.list(kind, &namespace, &selector).await {
+                // A cluster without the NIM Operator's CRD has no NIMCache to prune.
+                Err(ApiError::NotFound { .. }) if kind == Kind::NimCache => Vec::new(),
+                other => other?,
+            };
+            for object in objects {
                 let Some(name) = object.pointer("/metadata/name").and_then(Value::as_str) else {
                     continue;
                 };

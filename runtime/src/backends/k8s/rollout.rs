@@ -46,6 +46,8 @@ pub enum Progress {
     },
     /// A Job's pods.
     Completions { succeeded: i64, completions: i64 },
+    /// A `NIMCache`'s state as the NIM Operator reports it (`None`: no status yet).
+    Cache(Option<String>),
     /// The object is not on the server.
     Missing,
 }
@@ -66,6 +68,8 @@ impl fmt::Display for Progress {
                 succeeded,
                 completions,
             } => write!(f, "{succeeded}/{completions} succeeded"),
+            Progress::Cache(Some(state)) => write!(f, "cache `{state}`"),
+            Progress::Cache(None) => write!(f, "no cache status"),
             Progress::Missing => write!(f, "not found"),
         }
     }
@@ -92,6 +96,26 @@ fn state_of(kind: Kind, live: Option<&Value>) -> State {
             .and_then(Value::as_array)
             .and_then(|c| c.iter().find(|c| c["type"] == kind))
     };
+    if kind == Kind::NimCache {
+        // The NIM Operator's `status.state`: `Ready` once its caching Job has filled the
+        // volume, `Failed` when it gave up.
+        return match live.pointer("/status/state").and_then(Value::as_str) {
+            Some("Ready") => State::Done,
+            Some("Failed") => {
+                let reason = live
+                    .pointer("/status/conditions")
+                    .and_then(Value::as_array)
+                    .and_then(|c| {
+                        c.iter()
+                            .filter(|c| c["status"] == "True")
+                            .find_map(|c| c["message"].as_str().filter(|m| !m.is_empty()))
+                    })
+                    .unwrap_or("the NIM Operator could not cache the model");
+                State::Failed(reason.to_string())
+            }
+            state => State::Pending(Progress::Cache(state.map(str::to_string))),
+        };
+    }
     if kind == Kind::Job {
         let holds = |kind: &str| condition(kind).is_some_and(|c| c["status"] == "True");
         if holds("Failed") {
@@ -143,8 +167,8 @@ fn state_of(kind: Kind, live: Option<&Value>) -> State {
 /// Told of each rollout as it completes or fails: `(Kind namespace/name, rollout)`.
 pub type OnSettled<'a> = &'a (dyn Fn(&str, &Rollout) + Sync);
 
-/// Waits for every Deployment, StatefulSet and Job of `planned` on `cluster`, at most
-/// `timeout`; one result per object (`Kind namespace/name`), in the rendering's order.
+/// Waits for every Deployment, StatefulSet, Job and `NIMCache` of `planned` on `cluster`, at
+/// most `timeout`; one result per object (`Kind namespace/name`), in the rendering's order.
 pub async fn wait(
     cluster: &Cluster,
     planned: &ClusterManifests,
@@ -156,7 +180,12 @@ pub async fn wait(
     let workloads: Vec<_> = planned
         .manifests
         .iter()
-        .filter(|m| matches!(m.kind, Kind::Deployment | Kind::StatefulSet | Kind::Job))
+        .filter(|m| {
+            matches!(
+                m.kind,
+                Kind::Deployment | Kind::StatefulSet | Kind::Job | Kind::NimCache
+            )
+        })
         .collect();
     let mut groups: BTreeMap<(Kind, String), Vec<String>> = BTreeMap::new();
     for m in &workloads {
@@ -408,6 +437,29 @@ mod tests {
         assert_eq!(
             state_of(Kind::Job, Some(&job(failed))),
             State::Failed("Job has reached the specified backoff limit".to_string())
+        );
+    }
+
+    #[test]
+    fn a_nim_cache_is_settled_by_the_operators_state() {
+        let cache = |status: Value| json!({"status": status});
+        assert_eq!(
+            state_of(Kind::NimCache, Some(&json!({}))),
+            State::Pending(Progress::Cache(None))
+        );
+        assert_eq!(
+            state_of(Kind::NimCache, Some(&cache(json!({"state": "InProgress"})))),
+            State::Pending(Progress::Cache(Some("InProgress".to_string())))
+        );
+        assert_eq!(
+            state_of(Kind::NimCache, Some(&cache(json!({"state": "Ready"})))),
+            State::Done
+        );
+        let failed = json!({"state": "Failed", "conditions": [{"type": "NIM_CACHE_JOB_FAILED",
+            "status": "True", "message": "the caching job failed"}]});
+        assert_eq!(
+            state_of(Kind::NimCache, Some(&cache(failed))),
+            State::Failed("the caching job failed".to_string())
         );
     }
 }

@@ -15,11 +15,13 @@
 //! The rooms: `names.rs` (object names, label keys and values, quantities), `pod.rs` (one
 //! placement's objects and pod template: resources, affinity, packing, tolerations, the model
 //! variant), `staging.rs` (the volume, Job and init container that stage a placement's model
-//! artifact), `gitops.rs` (Arc targets' kustomization entries), `yaml.rs` (YAML output, one
+//! artifact), `nim.rs` (the `NIMCache` that caches an `ngc://` or `hf://` artifact where the
+//! NIM Operator runs, and the pods' mount of its volume), `gitops.rs` (Arc targets' kustomization entries), `yaml.rs` (YAML output, one
 //! file per cluster and namespace).
 
 mod gitops;
 mod names;
+mod nim;
 mod pod;
 mod staging;
 mod yaml;
@@ -28,6 +30,7 @@ pub use gitops::GitOpsTarget;
 use gitops::gitops_entry;
 pub use names::{cpu_quantity, dns_label, label_value, labels, memory_quantity, plan_label};
 use names::{env_name, object_name};
+pub use nim::{NIM_MOUNT, NIM_SERVICE, NimSource, nim_source};
 use pod::Site;
 pub use pod::{gpu_resource_name, pool_resource_name};
 pub use staging::{COMPONENT, MOUNT, STAGED_FOR, default_fetch_image};
@@ -62,13 +65,17 @@ pub enum Kind {
     Deployment,
     StatefulSet,
     Job,
+    /// The NIM Operator's model cache (`apps.nvidia.com/v1alpha1`), a custom resource: a
+    /// cluster without the operator's CRD has none, and answers 404 to its collection.
+    NimCache,
 }
 
 impl Kind {
     /// The namespaced kinds prune and status look at, in apply order.
-    pub const NAMESPACED: [Kind; 6] = [
+    pub const NAMESPACED: [Kind; 7] = [
         Kind::ConfigMap,
         Kind::PersistentVolumeClaim,
+        Kind::NimCache,
         Kind::Service,
         Kind::Deployment,
         Kind::StatefulSet,
@@ -80,14 +87,16 @@ impl Kind {
             Kind::Namespace | Kind::ConfigMap | Kind::PersistentVolumeClaim | Kind::Service => "",
             Kind::Deployment | Kind::StatefulSet => "apps",
             Kind::Job => "batch",
+            Kind::NimCache => "apps.nvidia.com",
         }
     }
 
     pub fn api_version(self) -> &'static str {
-        match self.group() {
-            "" => "v1",
-            "apps" => "apps/v1",
-            _ => "batch/v1",
+        match self {
+            Kind::Namespace | Kind::ConfigMap | Kind::PersistentVolumeClaim | Kind::Service => "v1",
+            Kind::Deployment | Kind::StatefulSet => "apps/v1",
+            Kind::Job => "batch/v1",
+            Kind::NimCache => "apps.nvidia.com/v1alpha1",
         }
     }
 
@@ -100,6 +109,7 @@ impl Kind {
             Kind::Deployment => "Deployment",
             Kind::StatefulSet => "StatefulSet",
             Kind::Job => "Job",
+            Kind::NimCache => "NIMCache",
         }
     }
 
@@ -113,6 +123,7 @@ impl Kind {
             Kind::Deployment => "deployments",
             Kind::StatefulSet => "statefulsets",
             Kind::Job => "jobs",
+            Kind::NimCache => "nimcaches",
         }
     }
 

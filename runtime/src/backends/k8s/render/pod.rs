@@ -23,6 +23,9 @@ impl Site<'_> {
         if let Some(stage) = self.stage() {
             out.extend(self.staging_manifests(&stage));
         }
+        if let Some(cache) = self.nim_cache() {
+            out.push(self.nim_manifest(&cache));
+        }
         if let Some(service) = self.service() {
             out.push(service);
         }
@@ -265,6 +268,9 @@ impl Site<'_> {
         };
         if let Some(stage) = self.stage() {
             self.staged_pod(&stage, &mut spec);
+        }
+        if let Some(cache) = self.nim_cache() {
+            self.nim_pod(&cache, &mut spec);
         }
         PodTemplateSpec {
             metadata: Some(ObjectMeta {

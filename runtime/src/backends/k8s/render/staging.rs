@@ -4,7 +4,9 @@
 //! the volume holds the artifact of that digest, mounted read-only at [`MOUNT`].
 //!
 //! Nothing is staged when the target's catalogue lists the model under `cached_models` (the
-//! site serves it) or when the variant has no digest (nothing to verify against).
+//! site serves it), when the NIM Operator caches it (`nim.rs`: an `ngc://` or `hf://` artifact
+//! on a target offering `nim_operator`), or when the variant has no digest (nothing to verify
+//! against).
 //!
 //! The volume is sized for two versions of the model's largest variant, so that the next
 //! version is staged beside the one running pods read (each in its own `HEX/` directory, see
@@ -67,7 +69,8 @@ impl Site<'_> {
         let variant = self.placement.variant.as_ref()?;
         let digest = variant.digest.as_deref()?;
         let dir = crate::staging::dir_name(digest)?;
-        if variant.staging.from == StagingSource::Cached {
+        // The NIM Operator caches it (`nim.rs`), or the site serves it.
+        if self.model_cached_at_site() || self.nim_cache().is_some() {
             return None;
         }
         let staging = match &self.target.runtime {
@@ -86,6 +89,25 @@ impl Site<'_> {
             storage_class: staging.storage_class.as_deref(),
             registry_secret: staging.registry_secret.as_deref(),
         })
+    }
+
+    /// Whether the target's catalogue lists the placement's model under `cached_models`.
+    pub(super) fn model_cached_at_site(&self) -> bool {
+        // The plan says so (`staging.from = cached`: the target lists the model).
+        self.placement
+            .variant
+            .as_ref()
+            .is_some_and(|variant| variant.staging.from == StagingSource::Cached)
+    }
+
+    /// The access mode of a model volume: it follows the spec's replicas, not the plan's, so a
+    /// re-plan never changes it.
+    pub(super) fn access_mode(&self) -> &'static str {
+        if self.workload.replicas > 1 {
+            "ReadWriteMany"
+        } else {
+            "ReadWriteOnce"
+        }
     }
 
     pub(super) fn claim_name(&self) -> String {
@@ -113,7 +135,7 @@ impl Site<'_> {
 
     /// Labels of the staging objects: managed, of this target and plan (prune and status find
     /// them), never the workload's.
-    fn staging_labels(&self, with_target: bool) -> BTreeMap<String, String> {
+    pub(super) fn staging_labels(&self, with_target: bool) -> BTreeMap<String, String> {
         let mut out = BTreeMap::from([
             (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
             (COMPONENT.0.to_string(), COMPONENT.1.to_string()),
@@ -151,7 +173,7 @@ impl Site<'_> {
     }
 
     /// Bytes the claim asks for: two versions of the largest variant of the model.
-    fn claim_bytes(&self) -> u64 {
+    pub(super) fn claim_bytes(&self) -> u64 {
         let per_variant = |v: &berth_compiler::ir::Variant| {
             v.size.unwrap_or_else(|| {
                 (v.gpu_memory * u64::from(self.placement.gpus_per_replica.max(1))).max(MIN_ESTIMATE)
@@ -170,11 +192,7 @@ impl Site<'_> {
     /// The claim and the Job that fills it.
     pub(super) fn staging_manifests(&self, stage: &Stage<'_>) -> Vec<Manifest> {
         let claim_name = self.claim_name();
-        let access = if self.workload.replicas > 1 {
-            "ReadWriteMany"
-        } else {
-            "ReadWriteOnce"
-        };
+        let access = self.access_mode();
         let mut claim_meta = self.staging_metadata(claim_name.clone(), stage);
         // The claim outlives versions: only the Job names the artifact.
         if let Some(a) = claim_meta.annotations.as_mut() {
@@ -311,19 +329,28 @@ impl Site<'_> {
             volume_mounts: Some(vec![mount.clone()]),
             ..Container::default()
         }]);
-        for container in &mut spec.containers {
-            container
-                .volume_mounts
-                .get_or_insert_with(Vec::new)
-                .push(mount.clone());
-            container.env.get_or_insert_with(Vec::new).push(EnvVar {
-                name: "BERTH_MODEL_PATH".to_string(),
-                value: Some(format!("{MOUNT}/{}", stage.dir)),
-                ..EnvVar::default()
-            });
-        }
+        let path = format!("{MOUNT}/{}", stage.dir);
+        mount_model(spec, &mount, &[("BERTH_MODEL_PATH", &path)]);
         spec.volumes
             .get_or_insert_with(Vec::new)
             .push(self.model_volume(true));
+    }
+}
+
+/// Mounts a model volume in every container of `spec`, with the variables naming its path.
+pub(super) fn mount_model(spec: &mut PodSpec, mount: &VolumeMount, env: &[(&str, &str)]) {
+    for container in &mut spec.containers {
+        container
+            .volume_mounts
+            .get_or_insert_with(Vec::new)
+            .push(mount.clone());
+        let vars = container.env.get_or_insert_with(Vec::new);
+        for (name, value) in env {
+            vars.push(EnvVar {
+                name: (*name).to_string(),
+                value: Some((*value).to_string()),
+                ..EnvVar::default()
+            });
+        }
     }
 }
