@@ -316,9 +316,9 @@ fn wait_follows_rollouts_with_watches_and_ends_soon_after_the_last_is_ready() {
             "Job ml/llm-finetune",
             "Job ml/ranker-training",
             // Each served model's staging Job, waited for like the workloads.
-            "Job ml/chat-assistant-stage-c7ca8c0e88a5",
+            "Job ml/chat-assistant-stage-03323b59ef43",
             "Deployment ml/chat-assistant",
-            "Job ml/search-embeddings-stage-63cc089b4c97",
+            "Job ml/search-embeddings-stage-4853bcbcd6ca",
             "Deployment ml/search-embeddings",
         ]
     );

@@ -336,3 +336,78 @@ fn a_mirror_is_tried_before_the_source_and_passed_over_when_it_cannot_serve() {
         .expect("pulled from the mirror");
     assert_eq!(std::fs::read(dir.join("w.bin")).expect("w"), layers[0].1);
 }
+
+/// The bytes an example's `oci://` artifact holds: small, deterministic, one per URI, so the
+/// manifest the test registry stores has the digest the example pins.
+fn example_weights(uri: &str) -> Vec<u8> {
+    format!("berth example model weights: {uri}\n")
+        .repeat(64)
+        .into_bytes()
+}
+
+/// Every `oci://` artifact the examples name is pullable from a real registry by the digest
+/// the example pins (the registry standing in as the examples' mirror of
+/// `models.example.com`), verified by the agent's cache. A digest that does not match is
+/// printed, to be copied into the example.
+#[test]
+fn the_examples_oci_artifacts_are_pullable_by_their_digests() {
+    use berth_runtime::files::{self, FsReader};
+    let rt = rt();
+    let registry = Registry::start();
+    let mirror = format!("oci://{}/examples", registry.host());
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut names: Vec<std::path::PathBuf> = std::fs::read_dir(&examples)
+        .expect("examples")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    names.sort();
+    let mut wrong = Vec::new();
+    let mut pulled = 0;
+    for dir in names {
+        let loaded = files::load(std::slice::from_ref(&dir), &FsReader).expect("load example");
+        let sources = files::relative_sources(&dir, &loaded);
+        let ir = berth_compiler::driver::compile(&sources)
+            .ir
+            .expect("the example compiles");
+        for model in &ir.models {
+            for v in &model.variants {
+                let (Some(pinned), true) = (&v.digest, v.artifact.starts_with("oci://")) else {
+                    continue;
+                };
+                let at = berth_compiler::plan::mirror_reference(&mirror, &v.artifact)
+                    .expect("mirror form");
+                let (repo, tag) = at
+                    .strip_prefix(&format!("oci://{}/", registry.host()))
+                    .and_then(|r| r.rsplit_once(':'))
+                    .expect("repo:tag");
+                let file = [("model.bin", example_weights(&v.artifact))];
+                let digest = registry.push(&rt, repo, tag, &file);
+                if &digest != pinned {
+                    wrong.push(format!("{}: {} is {digest}", dir.display(), v.artifact));
+                    continue;
+                }
+                let a = cache(&registry, Some(&good_auth(&registry)));
+                let (path, _) = rt
+                    .block_on(a.cache.ensure_from(
+                        &a.state,
+                        std::slice::from_ref(&at),
+                        &v.artifact,
+                        Some(pinned),
+                    ))
+                    .expect("pulled and verified");
+                assert_eq!(
+                    std::fs::read(path.join("model.bin")).expect("model"),
+                    file[0].1
+                );
+                pulled += 1;
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "digests to pin in the examples:\n{}",
+        wrong.join("\n")
+    );
+    assert!(pulled >= 9, "only {pulled} artifacts pulled");
+}
