@@ -308,19 +308,60 @@ pub struct Verification {
 /// string and `verification` to its default (not verified, no checks, no violations). The
 /// engine seals a plan with it and the verifier checks it: it is the format's definition.
 pub fn plan_id(plan: &Plan) -> String {
-    let digest = if plan.plan_id.is_empty() && plan.verification == Verification::default() {
-        json_sha256(plan)
-    } else {
-        let mut blank = plan.clone();
-        blank.plan_id = String::new();
-        blank.verification = Verification::default();
-        json_sha256(&blank)
-    };
+    // The plan as written with its id emptied and its verdict at its default, by reference:
+    // the same JSON as a blanked clone, without copying a plan of many megabytes.
+    #[derive(Serialize)]
+    struct Blanked<'a> {
+        format: &'a str,
+        compiler_version: &'a str,
+        source_digest: &'a str,
+        at: &'a str,
+        plan_id: &'a str,
+        feasible: bool,
+        workloads: &'a [WorkloadPlan],
+        pools: &'a [PoolLedger],
+        targets: &'a [TargetLedger],
+        windows: &'a [WindowState],
+        reclaims: &'a [ReclaimRule],
+        verification: &'a Verification,
+    }
+    // INVARIANT: `Blanked` lists `Plan`'s fields in `Plan`'s order (the destructuring below
+    // breaks the build when a field is added, `plan_id_of_a_blanked_view_is_of_the_blanked_plan`
+    // checks the order).
+    let Plan {
+        format,
+        compiler_version,
+        source_digest,
+        at,
+        plan_id: _,
+        feasible,
+        workloads,
+        pools,
+        targets,
+        windows,
+        reclaims,
+        verification: _,
+    } = plan;
+    let blank = Verification::default();
+    let digest = json_sha256(&Blanked {
+        format,
+        compiler_version,
+        source_digest,
+        at,
+        plan_id: "",
+        feasible: *feasible,
+        workloads,
+        pools,
+        targets,
+        windows,
+        reclaims,
+        verification: &blank,
+    });
     format!("sha256:{}", hex(&digest))
 }
 
 /// SHA-256 of the compact JSON, streamed into the hasher (a large plan is never held twice).
-fn json_sha256(plan: &Plan) -> Vec<u8> {
+fn json_sha256(plan: &impl Serialize) -> Vec<u8> {
     struct HashWriter(Sha256);
     impl std::io::Write for HashWriter {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -380,5 +421,43 @@ mod tests {
     fn hex_is_lowercase_two_digits_a_byte() {
         assert_eq!(hex(&[0x00, 0x0a, 0xff, 0x5c]), "000aff5c");
         assert_eq!(hex(&[]), "");
+    }
+
+    /// The id is the SHA-256 of the plan serialised with its id emptied and its verdict at
+    /// the default: the by-reference view `plan_id` hashes gives the very bytes of such a
+    /// blanked clone.
+    #[test]
+    fn plan_id_of_a_blanked_view_is_of_the_blanked_plan() {
+        let mut plan = Plan {
+            format: PLAN_FORMAT.into(),
+            compiler_version: "v".into(),
+            source_digest: "sha256:s".into(),
+            at: "2025-06-04T08:00:00Z".into(),
+            plan_id: "sha256:recorded".into(),
+            feasible: true,
+            workloads: Vec::new(),
+            pools: Vec::new(),
+            targets: vec![TargetLedger {
+                target: "t".into(),
+                cpu_millis_capacity: 1,
+                cpu_millis_allocated: 2,
+                memory_capacity: 3,
+                memory_allocated: 4,
+                staging_bytes: 5,
+                staging_unsized: 6,
+            }],
+            windows: Vec::new(),
+            reclaims: Vec::new(),
+            verification: Verification {
+                verified: true,
+                checks: vec!["format".into()],
+                violations: Vec::new(),
+            },
+        };
+        let id = plan_id(&plan);
+        plan.plan_id = String::new();
+        plan.verification = Verification::default();
+        let bytes = serde_json::to_vec(&plan).expect("json");
+        assert_eq!(id, format!("sha256:{}", hex(&Sha256::digest(&bytes))));
     }
 }
