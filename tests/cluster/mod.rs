@@ -16,6 +16,8 @@
 
 #![allow(dead_code)]
 
+#[path = "../fault_proxy/mod.rs"]
+pub mod fault_proxy;
 pub mod nodes;
 pub mod pki;
 pub mod process;
