@@ -639,6 +639,14 @@ fn signed_bundles_run_bad_ones_are_rejected_and_the_link_can_drop() {
     drop(agent);
 }
 
+/// A runtime for pushing to the test registry.
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
 fn model_bytes(size: usize) -> Vec<u8> {
     (0..size).map(|i| (i * 31 % 251) as u8).collect()
 }
@@ -784,10 +792,7 @@ fn an_artifact_with_a_wrong_digest_never_runs_and_the_status_says_why() {
 fn an_oci_model_is_pulled_from_a_real_registry_before_its_workload_starts() {
     let fixture = Fixture::new();
     let (root, keys) = (fixture.root(), &fixture.keys);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = current_thread();
     let registry = registry::Registry::start();
     let weights = model_bytes(3 << 20);
     let digest = registry.push(
@@ -836,6 +841,126 @@ fn an_oci_model_is_pulled_from_a_real_registry_before_its_workload_starts() {
     assert_eq!(status["cache"]["artifacts"], 1, "{status}");
     let text = status.to_string();
     assert!(!text.contains(registry::PASSWORD), "{text}");
+}
+
+/// A running agent pulls its `oci://` models through a fault proxy in front of Debian's real
+/// registry. Generation 1 runs on model 1; generation 2 names model 2, whose weights layer the
+/// proxy corrupts as it streams (the manifest is true, the bytes lie). The new release is
+/// blocked with the layer's digest as the reason and the earlier release keeps running on
+/// model 1 (same pid); model 2 is neither cached nor left half fetched. Once the proxy is
+/// honest again, the next reconcile replaces it.
+#[test]
+fn a_new_model_whose_layer_lies_never_replaces_the_running_one() {
+    use registry::fault_proxy::{Fault, FaultKind};
+    let fixture = Fixture::new();
+    let (root, keys) = (fixture.root(), &fixture.keys);
+    let rt = current_thread();
+    let registry = registry::Registry::start();
+    let proxy = registry.proxy();
+    let (old, new) = (model_bytes(1 << 20), model_bytes((1 << 20) + 17));
+    let old_digest = registry.push(&rt, "models/vision", "1", &[("weights.bin", old.clone())]);
+    let new_digest = registry.push(&rt, "models/vision", "2", &[("weights.bin", new.clone())]);
+    let lying = format!(
+        "sha256:{}",
+        berth_compiler::plan::hex(&Sha256::digest(&new))
+    );
+    let auth = root.join("registry-auth.json");
+    std::fs::write(&auth, registry::auth_for(&proxy.host())).expect("auth");
+    let seen = root.join("seen.bin");
+    let release = |n: &str, digest: &str| {
+        let mut w = with_model(
+            workload(
+                "vision",
+                &format!(
+                    "cp \"$BERTH_MODEL/weights.bin\" '{}'; sleep 100",
+                    seen.display()
+                ),
+            ),
+            format!("oci://{}/models/vision:{n}", proxy.host()),
+            digest.to_string(),
+        );
+        w.release = n.into();
+        w
+    };
+    publish(
+        root,
+        &bundle(1, vec![release("1", &old_digest)]).sign(&keys.secret),
+    );
+    let ca = registry.ca.display().to_string();
+    let auth = auth.display().to_string();
+    let state = root.join("state");
+    let agent = AgentProc::start(
+        &state,
+        &keys.public,
+        &root.join("site.bundle.json").display().to_string(),
+        &["--registry-ca", &ca, "--registry-auth", &auth],
+    );
+    let status = agent.wait_for_workload("vision", "running", Duration::from_secs(30));
+    let pid = pid_of(&status, "vision").expect("pid");
+    wait_for(Duration::from_secs(10), || {
+        (std::fs::read(&seen).ok()? == old).then_some(())
+    });
+
+    proxy.inject(Fault {
+        method: Some("GET"),
+        path: Some(format!("/blobs/{lying}")),
+        kind: FaultKind::Corrupt { at: 12345 },
+        times: u32::MAX,
+        after_writes: 0,
+    });
+    publish(
+        root,
+        &bundle(2, vec![release("2", &new_digest)]).sign(&keys.secret),
+    );
+    agent.sync();
+    let status = wait_for(Duration::from_secs(30), || {
+        let s = agent.status();
+        (s["generation"] == 2 && workload_state(&s, "vision").as_deref() == Some("blocked"))
+            .then_some(s)
+    });
+    let reason = status["workloads"][0]["reason"].as_str().expect("reason");
+    assert!(
+        reason.contains(&lying),
+        "the reason names the layer: {reason}"
+    );
+    assert!(
+        proxy.log().iter().any(|r| r.contains(&lying)),
+        "the blob went through the proxy: {:?}",
+        proxy.log()
+    );
+    // A few reconciles later, the earlier release still runs, on its model.
+    std::thread::sleep(Duration::from_secs(2));
+    let status = agent.status();
+    assert_eq!(pid_of(&status, "vision"), Some(pid), "{status}");
+    assert!(alive(pid), "the earlier release was stopped");
+    assert_eq!(std::fs::read(&seen).expect("seen"), old);
+    let cache = state.join("cache");
+    assert!(cache.join("oci").join(&old_digest[7..]).is_dir());
+    assert!(!cache.join("oci").join(&new_digest[7..]).exists());
+    let partial: Vec<_> = std::fs::read_dir(cache.join("partial"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(partial.is_empty(), "nothing half fetched: {partial:?}");
+    assert_eq!(status["cache"]["artifacts"], 1, "{status}");
+    let mut cursor = 0;
+    let events = drain_telemetry(&agent, &mut cursor);
+    assert!(
+        events.iter().any(|e| e["kind"] == "artifact_rejected"),
+        "{events:#?}"
+    );
+
+    // The proxy honest again: the new release replaces the old one.
+    proxy.clear_faults();
+    wait_for(Duration::from_secs(30), || {
+        let s = agent.status();
+        (workload_state(&s, "vision").as_deref() == Some("running")
+            && pid_of(&s, "vision").is_some_and(|p| p != pid))
+        .then_some(())
+    });
+    wait_for(Duration::from_secs(10), || (!alive(pid)).then_some(()));
+    wait_for(Duration::from_secs(10), || {
+        (std::fs::read(&seen).ok()? == new).then_some(())
+    });
 }
 
 #[test]

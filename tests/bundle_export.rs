@@ -566,3 +566,142 @@ fn only_edge_targets_can_be_exported_and_an_export_again_fetches_nothing_the_med
         "the old bundle's blobs were removed"
     );
 }
+
+/// `skopeo` (Debian's), or `None` after saying why the check is skipped; under `CI=true` its
+/// absence fails the test.
+fn skopeo() -> Option<&'static str> {
+    let tool = "skopeo";
+    if Command::new(tool).arg("--version").output().is_err() {
+        let message = format!("`{tool}` is not installed (apt-get install skopeo)");
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{message}");
+        eprintln!("skipped: {message}");
+        return None;
+    }
+    Some(tool)
+}
+
+fn run(tool: &str, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(tool).args(args).output().expect("run");
+    let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+    (out.status.success(), text(out.stdout), text(out.stderr))
+}
+
+/// A real OCI tool reads the exported layout: `skopeo` finds every manifest of the index by
+/// its name, its bytes hash to the digest the index gives, and `skopeo copy
+/// --preserve-digests` copies each (checking every blob's digest as it reads it) to a `dir:`
+/// whose files are the layout's, byte for byte. The model's manifest, copied by skopeo into
+/// the real registry under another name, keeps its digest: the agent's cache pulls it from
+/// there by the digest the bundle pins. A layout with one byte of a layer changed is refused
+/// by skopeo too.
+#[test]
+fn skopeo_reads_the_exported_layout_and_its_digests_match() {
+    let Some(skopeo) = skopeo() else {
+        return;
+    };
+    let site = Site::new();
+    let root = site.root().to_path_buf();
+    let carry = site.export_ok("usb", "cp");
+    let index = read_json(&carry.join("index.json"));
+    let manifests = index["manifests"].as_array().expect("manifests");
+    assert_eq!(manifests.len(), 3, "{index}");
+    for (i, entry) in manifests.iter().enumerate() {
+        let name = entry["annotations"]["org.opencontainers.image.ref.name"]
+            .as_str()
+            .expect("every entry is named");
+        let digest = entry["digest"].as_str().expect("digest");
+        let source = format!("oci:{}:{name}", p(&carry));
+        let (ok, raw, err) = run(skopeo, &["inspect", "--raw", &source]);
+        assert!(ok, "skopeo cannot read `{name}`: {err}");
+        assert_eq!(sha256(raw.as_bytes()), digest, "`{name}`");
+        let out = root.join(format!("copied-{i}"));
+        let (ok, _, err) = run(
+            skopeo,
+            &[
+                "copy",
+                "--preserve-digests",
+                &source,
+                &format!("dir:{}", p(&out)),
+            ],
+        );
+        assert!(ok, "skopeo cannot copy `{name}`: {err}");
+        let copied = std::fs::read(out.join("manifest.json")).expect("manifest");
+        assert_eq!(sha256(&copied), digest, "`{name}`");
+        let manifest: Value = serde_json::from_slice(&copied).expect("JSON");
+        let mut blobs = vec![manifest["config"]["digest"].as_str().expect("config")];
+        for layer in manifest["layers"].as_array().expect("layers") {
+            blobs.push(layer["digest"].as_str().expect("layer"));
+        }
+        for blob in blobs {
+            let bytes = std::fs::read(out.join(&blob[7..])).expect("copied blob");
+            assert_eq!(sha256(&bytes), blob, "`{name}`");
+            assert_eq!(
+                bytes,
+                std::fs::read(carry.join("blobs/sha256").join(&blob[7..])).expect("blob"),
+            );
+        }
+    }
+
+    // Into the real registry under another name, by skopeo; then pulled by the agent's
+    // cache code (`berth fetch`) by the digest the bundle pins.
+    let vision = format!("{}/models/vision:2.0", site.registry.host());
+    let pinned = manifests
+        .iter()
+        .find(|m| m["annotations"]["org.opencontainers.image.ref.name"] == vision.as_str())
+        .and_then(|m| m["digest"].as_str())
+        .expect("the model's entry")
+        .to_string();
+    let certs = root.join("certs");
+    std::fs::create_dir_all(&certs).expect("certs");
+    std::fs::copy(&site.registry.ca, certs.join("ca.crt")).expect("ca");
+    let creds = format!("{}:{}", registry::USER, registry::PASSWORD);
+    let copy = format!("{}/models/copied:1", site.registry.host());
+    let (ok, _, err) = run(
+        skopeo,
+        &[
+            "copy",
+            "--preserve-digests",
+            "--dest-cert-dir",
+            p(&certs),
+            "--dest-creds",
+            &creds,
+            &format!("oci:{}:{vision}", p(&carry)),
+            &format!("docker://{copy}"),
+        ],
+    );
+    assert!(ok, "skopeo cannot push the model: {err}");
+    let into = root.join("staged");
+    let (code, _, err) = berth(&[
+        "fetch",
+        &format!("oci://{copy}"),
+        "--digest",
+        &pinned,
+        "--into",
+        p(&into),
+        "--registry-ca",
+        p(&site.registry.ca),
+        "--registry-auth",
+        p(&root.join("registry-auth.json")),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        std::fs::read(into.join(&pinned[7..]).join("weights.bin")).expect("weights"),
+        site.weights
+    );
+
+    // One byte of the model's layer changed: skopeo refuses it as the agent does.
+    let is_vision = |m: &Value| m["annotations"]["dev.berth.artifact"] == format!("oci://{vision}");
+    let blob = blob_of(&carry, is_vision, 0);
+    let mut bytes = std::fs::read(&blob).expect("layer");
+    bytes[77] ^= 0x01;
+    std::fs::write(&blob, bytes).expect("tamper");
+    let (ok, _, err) = run(
+        skopeo,
+        &[
+            "copy",
+            &format!("oci:{}:{vision}", p(&carry)),
+            &format!("dir:{}", p(&root.join("tampered"))),
+        ],
+    );
+    assert!(!ok, "skopeo copied a tampered layout");
+    assert!(err.contains("Digest did not match"), "{err}");
+}

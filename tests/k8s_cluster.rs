@@ -884,7 +884,7 @@ fn least_privilege_a_missing_verb_is_named() {
 }
 
 /// The fleet's kubeconfig with `context` sent through `proxy`.
-fn through_proxy(s: &Setup, context: &str, proxy: &cluster::proxy::FaultProxy) -> PathBuf {
+fn through_proxy(s: &Setup, context: &str, proxy: &cluster::fault_proxy::FaultProxy) -> PathBuf {
     let servers: Vec<(String, String, PathBuf, String)> = s
         .fleet
         .clusters
@@ -917,7 +917,7 @@ fn through_proxy(s: &Setup, context: &str, proxy: &cluster::proxy::FaultProxy) -
 
 #[test]
 fn faults_before_the_real_server_are_retried_and_a_rerun_converges() {
-    use cluster::proxy::{Fault, FaultKind, FaultProxy};
+    use cluster::fault_proxy::{Fault, FaultKind, FaultProxy};
     let s = Setup::training(&[]);
     let proxy = FaultProxy::start(s.prod());
     let kubeconfig = through_proxy(&s, "fra-gpu-prod", &proxy);

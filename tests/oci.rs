@@ -1,7 +1,8 @@
 //! `oci://` artifacts in the agent's model cache, against a real OCI registry: Debian's
 //! `docker-registry` (the CNCF distribution registry) started on loopback with TLS and
 //! htpasswd auth, artifacts pushed to it with the ORAS project's `oci-client`, pulled by the
-//! agent's cache (`berth_runtime::agent::cache`) as a running agent does.
+//! agent's cache (`berth_runtime::agent::cache`) as a running agent does; a fault proxy in
+//! front of it serves what the registry never would (a blob whose bytes lie).
 
 mod registry;
 mod test_tls;
@@ -9,7 +10,8 @@ mod test_tls;
 use berth_runtime::agent::cache::{Cache, FetchError};
 use berth_runtime::agent::oci::Registries;
 use berth_runtime::agent::state::State;
-use registry::{Registry, USER, good_auth};
+use registry::fault_proxy::{Fault, FaultKind};
+use registry::{Registry, USER, auth_for, good_auth};
 use sha2::Digest;
 use std::time::Instant;
 
@@ -197,6 +199,102 @@ fn a_pull_resumes_after_a_cut_and_a_stopped_registry_leaves_nothing_half_done() 
     assert_eq!(std::fs::read(dir.join("model.bin")).expect("model"), model);
 }
 
+/// A manifest whose layer digest lies: the registry serves the true manifest, but a fault
+/// proxy in front of it flips one byte of the second layer's blob as it streams (same
+/// length, other bytes). The pull is refused naming the layer's digest, the cache holds
+/// nothing (not even the first layer, which did verify, nor a part file a later pull could
+/// resume from), and a later honest pull, through the same proxy with the fault gone and
+/// through the registry itself, gets the whole artifact.
+#[test]
+fn a_layer_whose_bytes_lie_about_its_digest_is_refused_and_nothing_is_cached() {
+    let rt = rt();
+    let registry = Registry::start();
+    let proxy = registry.proxy();
+    let (first, second) = (weights(6, 1 << 20), weights(7, 2 << 20));
+    let digest = registry.push(
+        &rt,
+        "models/liar",
+        "1",
+        &[("a.bin", first.clone()), ("b.bin", second.clone())],
+    );
+    let lying = format!(
+        "sha256:{}",
+        berth_compiler::plan::hex(&sha2::Sha256::digest(&second))
+    );
+    proxy.inject(Fault {
+        method: Some("GET"),
+        path: Some(format!("/blobs/{lying}")),
+        kind: FaultKind::Corrupt { at: 1 << 20 },
+        times: u32::MAX,
+        after_writes: 0,
+    });
+    let a = cache(&registry, Some(&auth_for(&proxy.host())));
+    let uri = format!("oci://{}/models/liar:1", proxy.host());
+    let err = rt
+        .block_on(a.cache.ensure(&a.state, &uri, Some(&digest)))
+        .expect_err("a lying layer is refused");
+    let text = err.to_string();
+    match &err {
+        FetchError::Mismatch {
+            uri: named,
+            expected,
+            actual,
+        } => {
+            assert_eq!(expected, &lying, "{text}");
+            assert_ne!(actual, &lying, "{text}");
+            assert!(named.contains("layer `b.bin`"), "{text}");
+        }
+        other => panic!("not a mismatch: {other}"),
+    }
+    assert!(text.contains(&lying), "the error names the digest: {text}");
+    assert!(
+        proxy.log().iter().any(|r| r.contains(&lying)),
+        "the blob went through the proxy: {:?}",
+        proxy.log()
+    );
+    let cache_dir = a.dir.path().join("cache");
+    let entries = |kind: &str| -> Vec<String> {
+        std::fs::read_dir(cache_dir.join(kind))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(entries("oci"), Vec::<String>::new(), "nothing cached");
+    assert_eq!(
+        entries("partial"),
+        Vec::<String>::new(),
+        "nothing half kept"
+    );
+    assert_eq!(a.cache.usage(&a.state), (0, 0));
+    assert!(!a.cache.holds(&uri, &digest));
+
+    // Asked again while the proxy still lies: refused again, never served from what the
+    // first attempt left.
+    let err = rt
+        .block_on(a.cache.ensure(&a.state, &uri, Some(&digest)))
+        .expect_err("still refused");
+    assert!(matches!(err, FetchError::Mismatch { .. }), "{err}");
+
+    // The honest path: the same cache through the proxy without the fault, and another
+    // straight from the registry.
+    proxy.clear_faults();
+    let (dir, fetched) = rt
+        .block_on(a.cache.ensure(&a.state, &uri, Some(&digest)))
+        .expect("an honest pull");
+    assert!(fetched);
+    assert_eq!(std::fs::read(dir.join("a.bin")).expect("a"), first);
+    assert_eq!(std::fs::read(dir.join("b.bin")).expect("b"), second);
+    let b = cache(&registry, Some(&good_auth(&registry)));
+    let direct = format!("oci://{}/models/liar:1", registry.host());
+    let (dir, _) = rt
+        .block_on(b.cache.ensure(&b.state, &direct, Some(&digest)))
+        .expect("straight from the registry");
+    assert_eq!(std::fs::read(dir.join("b.bin")).expect("b"), second);
+}
+
 /// Pull throughput from the loopback registry with digest verification, end to end through
 /// the cache (manifest, blob streamed, hashed, written, renamed). With TMPDIR on tmpfs the
 /// registry's storage and the cache are both in memory.
@@ -206,12 +304,7 @@ fn a_pull_resumes_after_a_cut_and_a_stopped_registry_leaves_nothing_half_done() 
 fn bench_pull_throughput() {
     let rt = rt();
     let registry = Registry::start();
-    let size: usize = std::env::var("BERTH_BENCH_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1 << 30);
-    let model = weights(9, size);
-    let digest = registry.push(&rt, "models/bench", "1", &[("model.bin", model)]);
+    let (size, digest) = registry.push_bench(&rt);
     for run in 1..=3 {
         let a = cache(&registry, Some(&good_auth(&registry)));
         let uri = format!("oci://{}/models/bench:1", registry.host());
@@ -221,16 +314,7 @@ fn bench_pull_throughput() {
             .expect("pulled");
         let elapsed = started.elapsed();
         assert!(fetched);
-        assert_eq!(
-            std::fs::metadata(dir.join("model.bin"))
-                .expect("model")
-                .len(),
-            size as u64
-        );
-        eprintln!(
-            "run {run}: {size} bytes in {elapsed:?}: {:.0} MB/s",
-            size as f64 / elapsed.as_secs_f64() / 1e6
-        );
+        registry::bench_run(run, &dir.join("model.bin"), size, elapsed);
     }
 }
 

@@ -17,6 +17,8 @@
 #![allow(dead_code)]
 
 pub mod nim;
+#[path = "../fault_proxy/mod.rs"]
+pub mod fault_proxy;
 pub mod nodes;
 pub mod pki;
 pub mod process;

@@ -1,8 +1,12 @@
 //! A real OCI registry for the tests: Debian's `docker-registry` (the CNCF distribution
 //! registry) on loopback with TLS and htpasswd auth, and pushes with the ORAS project's
-//! `oci-client`.
+//! `oci-client`; a fault proxy (`tests/fault_proxy`) in front of it, for what the real
+//! registry never does on its own (a blob whose bytes lie about their digest).
 
 #![allow(dead_code)]
+
+#[path = "../fault_proxy/mod.rs"]
+pub mod fault_proxy;
 
 use oci_client::client::{
     Certificate, CertificateEncoding, ClientConfig, ClientProtocol, Config, ImageLayer,
@@ -13,6 +17,7 @@ use sha2::Digest;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 pub const USER: &str = "berth-bot";
@@ -93,6 +98,27 @@ impl Registry {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// A fault proxy in front of the registry on a new loopback port, serving TLS with the
+    /// registry's own certificate (so the registry's CA is trusted for both). It forwards
+    /// everything (credentials included) until a fault is injected.
+    pub fn proxy(&self) -> fault_proxy::FaultProxy {
+        static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+        let rt = RT.get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("tokio runtime")
+        });
+        fault_proxy::FaultProxy::forward_to(
+            rt,
+            format!("https://{}", self.host()),
+            &std::fs::read(&self.ca).expect("ca"),
+            &self.dir.path().join("cert.pem"),
+            &self.dir.path().join("key.pem"),
+        )
+    }
+
     pub fn client(&self) -> Client {
         let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
         Client::new(ClientConfig {
@@ -157,6 +183,34 @@ impl Registry {
     }
 }
 
+impl Registry {
+    /// The artifact of the pull benchmarks: one `model.bin` layer of `BERTH_BENCH_BYTES`
+    /// (1 GiB unless set) at `models/bench:1`; its size and manifest digest.
+    pub fn push_bench(&self, rt: &tokio::runtime::Runtime) -> (usize, String) {
+        let size: usize = std::env::var("BERTH_BENCH_BYTES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1 << 30);
+        let model: Vec<u8> = (0..size)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(9))
+            .collect();
+        (
+            size,
+            self.push(rt, "models/bench", "1", &[("model.bin", model)]),
+        )
+    }
+}
+
+/// One run of a pull benchmark: `model` (the pulled `model.bin`) has the `size` pushed; the
+/// rate printed.
+pub fn bench_run(run: u32, model: &Path, size: usize, elapsed: Duration) {
+    assert_eq!(std::fs::metadata(model).expect("model").len(), size as u64);
+    eprintln!(
+        "run {run}: {size} bytes in {elapsed:?}: {:.0} MB/s",
+        size as f64 / elapsed.as_secs_f64() / 1e6
+    );
+}
+
 impl Drop for Registry {
     fn drop(&mut self) {
         self.stop();
@@ -165,10 +219,13 @@ impl Drop for Registry {
 
 /// Docker `config.json` credentials for `registry`.
 pub fn good_auth(registry: &Registry) -> String {
+    auth_for(&registry.host())
+}
+
+/// Docker `config.json` credentials for the registry as `host` (`HOST:PORT`) serves it:
+/// itself, or a proxy in front of it.
+pub fn auth_for(host: &str) -> String {
     use base64::Engine;
     let token = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"));
-    format!(
-        r#"{{"auths":{{"{}":{{"auth":"{token}"}}}}}}"#,
-        registry.host()
-    )
+    format!(r#"{{"auths":{{"{host}":{{"auth":"{token}"}}}}}}"#)
 }

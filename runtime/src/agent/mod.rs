@@ -498,22 +498,19 @@ impl Agent {
         let Some(bundle) = self.current() else {
             return;
         };
-        // Stop what is gone or changed.
-        let stale: Vec<Running> = {
+        // Stop what is gone. What changed is stopped only once its new release can start
+        // (its model fetched and verified, below): a model that cannot be had, or that is not
+        // the one pinned, leaves the earlier release running.
+        let gone: Vec<Running> = {
             let mut running = self.running.lock().await;
             let names: Vec<String> = running
-                .iter()
-                .filter(|(name, r)| {
-                    !bundle
-                        .workloads
-                        .iter()
-                        .any(|w| &w.name == *name && *w == r.spec)
-                })
-                .map(|(name, _)| name.clone())
+                .keys()
+                .filter(|name| !bundle.workloads.iter().any(|w| &w.name == *name))
+                .cloned()
                 .collect();
             names.iter().filter_map(|n| running.remove(n)).collect()
         };
-        for r in stale {
+        for r in gone {
             r.stop().await;
         }
         let reclaimed = self.reclaimed.lock().map(|r| r.clone()).unwrap_or_default();
@@ -524,14 +521,25 @@ impl Agent {
             {
                 needed.push(d.clone());
             }
-            let started = self.running.lock().await.contains_key(&w.name);
-            if started || reclaimed.get(&w.name) == Some(&bundle.generation) {
+            // `Some(true)`: this release runs; `Some(false)`: an earlier one does.
+            let current = self.running.lock().await.get(&w.name).map(|r| r.spec == *w);
+            if current == Some(true) {
+                continue;
+            }
+            if reclaimed.get(&w.name) == Some(&bundle.generation) {
+                if let Some(old) = self.running.lock().await.remove(&w.name) {
+                    old.stop().await;
+                }
                 continue;
             }
             // Downloads happen without the lock: status and reclaim go on meanwhile.
             match self.prepare(w).await {
                 Ok((launch, model)) => {
                     self.set_blocked(&w.name, None);
+                    let old = self.running.lock().await.remove(&w.name);
+                    if let Some(old) = old {
+                        old.stop().await;
+                    }
                     let ctx = supervise::Context {
                         state: self.state.clone(),
                         logs: self.config.state_dir.join("logs"),
@@ -543,6 +551,14 @@ impl Agent {
                     self.running.lock().await.insert(w.name.clone(), run);
                 }
                 Err(reason) => self.set_blocked(&w.name, Some(reason)),
+            }
+        }
+        // An earlier release still running keeps its model too.
+        for r in self.running.lock().await.values() {
+            if let Some(v) = &r.spec.variant
+                && let Some(d) = &v.digest
+            {
+                needed.push(d.clone());
             }
         }
         self.cache.evict(&self.state, &needed);

@@ -154,13 +154,17 @@ pub async fn export(
     Ok(Exported { artifacts, bytes })
 }
 
-/// The index entry of an artifact: the plan's reference as its name, the exact URI in
-/// [`layout::ARTIFACT`].
-fn annotate(descriptor: &mut Descriptor, uri: &str) {
-    let name = uri.strip_prefix("oci://").unwrap_or(uri);
+/// The index entry of an artifact: its name, the exact URI in [`layout::ARTIFACT`]. An
+/// `oci://` artifact is named by the plan's reference; any other by `berth-model/DIGEST`, as a
+/// URI (`file:///…`, `https://…`) is no OCI reference name and OCI tools would refuse it.
+fn annotate(descriptor: &mut Descriptor, uri: &str, digest: &str) {
+    let name = match uri.strip_prefix("oci://") {
+        Some(reference) => reference.to_string(),
+        None => format!("berth-model/{digest}"),
+    };
     descriptor
         .annotations
-        .insert(layout::REF_NAME.to_string(), name.to_string());
+        .insert(layout::REF_NAME.to_string(), name);
     descriptor
         .annotations
         .insert(layout::ARTIFACT.to_string(), uri.to_string());
@@ -198,7 +202,7 @@ async fn file_artifact(
         .put_bytes(layout::MANIFEST_MEDIA_TYPE, &manifest)
         .map_err(io(&blob))?;
     descriptor.artifact_type = Some(layout::MODEL_ARTIFACT_TYPE.to_string());
-    annotate(&mut descriptor, uri);
+    annotate(&mut descriptor, uri, digest);
     let exported = ExportedArtifact {
         uri: uri.to_string(),
         digest: digest.to_string(),
@@ -281,7 +285,7 @@ async fn oci_artifact(
         .put_bytes(media_type, &manifest)
         .map_err(io(Path::new(uri)))?;
     descriptor.artifact_type = doc["artifactType"].as_str().map(str::to_string);
-    annotate(&mut descriptor, uri);
+    annotate(&mut descriptor, uri, digest);
     let exported = ExportedArtifact {
         uri: uri.to_string(),
         digest: digest.to_string(),
