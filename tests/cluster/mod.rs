@@ -16,9 +16,9 @@
 
 #![allow(dead_code)]
 
-pub mod nim;
 #[path = "../fault_proxy/mod.rs"]
 pub mod fault_proxy;
+pub mod nim;
 pub mod nodes;
 pub mod pki;
 pub mod process;
