@@ -260,7 +260,6 @@ impl<'a> RowKey<'a> {
 
 /// What one row's checks need about its workload, computed once per row.
 struct RowContext<'a> {
-    ir: &'a Ir,
     index: &'a EstateIndex,
     w: &'a Workload,
     wi: usize,
@@ -269,6 +268,9 @@ struct RowContext<'a> {
     candidates: Option<Vec<u64>>,
     /// Bit per approved environment class; 0: any.
     env_mask: u8,
+    /// For a workload without GPUs that has a model: its CPU variant's artifact (`None`: the
+    /// model has no such variant).
+    cpu_artifact: Option<Option<&'a str>>,
 }
 
 impl<'a> RowContext<'a> {
@@ -284,14 +286,25 @@ impl<'a> RowContext<'a> {
             bits
         });
         let env_mask = w.environments.iter().fold(0u8, |m, e| m | env_bit(*e));
+        let cpu_artifact = (gpu_units(w) == 0)
+            .then_some(w.model)
+            .flatten()
+            .map(|model| {
+                cpu_variant(ir, w).map(|v| {
+                    ir.models
+                        .get(model.index())
+                        .and_then(|m| m.variants.get(usize::from(v)))
+                        .map_or("", |v| v.artifact.as_str())
+                })
+            });
         RowContext {
-            ir,
             index,
             w,
             wi,
             fits,
             candidates,
             env_mask,
+            cpu_artifact,
         }
     }
 
@@ -329,16 +342,10 @@ impl<'a> RowContext<'a> {
                 let (reason, pool) = best.unwrap_or((Reason::Accelerator, NO_DETAIL));
                 return Verdict::reject(reason, pool);
             }
-        } else if let Some(model) = self.w.model {
-            let Some(v) = cpu_variant(self.ir, self.w) else {
+        } else if let (Some(model), Some(artifact)) = (self.w.model, self.cpu_artifact) {
+            let Some(artifact) = artifact else {
                 return Verdict::reject(Reason::NoVariant, NO_DETAIL);
             };
-            let artifact = self
-                .ir
-                .models
-                .get(model.index())
-                .and_then(|m| m.variants.get(usize::from(v)))
-                .map_or("", |v| v.artifact.as_str());
             if !ix.stages(ix.target_reach[t], model, artifact) {
                 return Verdict::reject(Reason::ModelUnreachable, NO_DETAIL);
             }
