@@ -683,11 +683,42 @@ fn models_are_staged_on_a_bound_volume_before_the_workload_starts() {
         "{}",
         job["status"]
     );
+    // `berth status` lists the staging Job under the models, staged, never as a workload.
     let (code, out, err) = s.berth(&["status", s.plan(), "--spec", s.spec(), "--output", "json"]);
     assert_eq!(code, 0, "{err}");
+    let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let clusters = doc["clusters"].as_array().expect("clusters");
+    let workloads = clusters
+        .iter()
+        .flat_map(|c| c["workloads"].as_array().expect("workloads"));
     assert!(
-        !out.contains("-stage-"),
+        workloads
+            .into_iter()
+            .all(|w| !w["object"].as_str().expect("object").contains("-stage-")),
         "a staging Job listed as a workload: {out}"
+    );
+    let job_name = job["metadata"]["name"].as_str().expect("job name");
+    let model = clusters
+        .iter()
+        .flat_map(|c| c["models"].as_array().expect("models"))
+        .find(|m| m["object"] == format!("Job {namespace}/{job_name}").as_str())
+        .unwrap_or_else(|| panic!("the staging Job under the models: {out}"));
+    assert_eq!(model["state"], "staged", "{model}");
+    assert_eq!(
+        model["staged_for"], deployment["metadata"]["name"],
+        "{model}"
+    );
+    assert_eq!(
+        model["model"], job["metadata"]["annotations"]["berth.dev/model"],
+        "{model}"
+    );
+    let (code, out, err) = s.berth(&["status", s.plan(), "--spec", s.spec()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines().any(|l| l.trim_start().starts_with("model ")
+            && l.contains(": staged ")
+            && l.ends_with(&format!("Job {namespace}/{job_name}"))),
+        "{out}"
     );
 }
 
@@ -1966,6 +1997,42 @@ fn nim_operator_caches_are_applied_validated_and_pruned() {
         err.contains(&format!("failed           NIMCache nim/{hf_name} after "))
             && err.contains("the caching job failed"),
         "{err}"
+    );
+    // `berth status` shows each cache by the operator's state, and a failed one fails it.
+    let (code, out, err) = berth(
+        &fleet,
+        &fleet.kubeconfig,
+        &[
+            "--output",
+            "json",
+            "status",
+            planned.plan_arg(),
+            "--spec",
+            planned.spec_arg(),
+        ],
+    );
+    assert_eq!(code, 1, "a failed cache is a problem: {out}\n{err}");
+    let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let models: Vec<&Value> = doc["clusters"]
+        .as_array()
+        .expect("clusters")
+        .iter()
+        .flat_map(|c| c["models"].as_array().expect("models"))
+        .collect();
+    let state = |name: &str| {
+        models
+            .iter()
+            .find(|m| m["object"] == format!("NIMCache nim/{name}").as_str())
+            .unwrap_or_else(|| panic!("cache `{name}` in {models:#?}"))
+    };
+    assert_eq!(state(&cache_name)["state"], "staged");
+    assert_eq!(state(&hf_name)["state"], "failed");
+    assert_eq!(state(&hf_name)["detail"], "the caching job failed");
+    assert!(
+        state(&cache_name)["model"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("llama")),
+        "{models:#?}"
     );
 
     // A new model: a new cache, and the old one pruned.

@@ -169,6 +169,67 @@ fn nim_operator_targets_render_nimcaches() {
     validate(validator, &paths);
 }
 
+/// Where no NIM Operator runs, an `ngc://` or `hf://` artifact is not staged by berth even
+/// with a digest (`berth fetch` cannot fetch those schemes: the model server pulls it at
+/// start from `BERTH_MODEL_ARTIFACT`); the OCI artifact with a digest still is.
+#[test]
+fn artifacts_berth_cannot_fetch_get_no_staging_job() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/nim");
+    let text = std::fs::read_to_string(dir.join("nim.berth")).expect("spec");
+    let digest = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+    let text = text
+        .replace("nim_operator: ga, ", "")
+        .replace("services = [nim_operator >= ga]", "services = []")
+        .replace(
+            "size = 16GiB",
+            &format!("size = 16GiB\n    digest = \"{digest}\""),
+        );
+    assert!(!text.contains("nim_operator:"), "the operator is gone");
+    let spec = tempfile::tempdir().expect("temp dir");
+    std::fs::write(spec.path().join("nim.berth"), text).expect("write spec");
+    let (ir, plan) = spec_at(spec.path(), "tests/data/no-nim");
+    let rendered = render::render(&ir, &plan);
+    let objects = &rendered.clusters[0].manifests;
+    let kinds = |kind: render::Kind| objects.iter().filter(|m| m.kind == kind).count();
+    assert_eq!(kinds(render::Kind::NimCache), 0);
+    assert_eq!(
+        kinds(render::Kind::PersistentVolumeClaim),
+        1,
+        "berth's own volume for the OCI artifact only"
+    );
+    let jobs: Vec<&str> = objects
+        .iter()
+        .filter(|m| m.kind == render::Kind::Job)
+        .map(|m| m.name.as_str())
+        .collect();
+    assert_eq!(
+        jobs.len(),
+        1,
+        "one staging Job, the OCI artifact's: {jobs:?}"
+    );
+    assert!(jobs[0].starts_with("rerank-stage-"), "{jobs:?}");
+    let llm = objects
+        .iter()
+        .find(|m| m.kind == render::Kind::Deployment && m.name == "llm")
+        .expect("the llm Deployment");
+    let pod = &llm.object["spec"]["template"]["spec"];
+    assert!(
+        pod["initContainers"].is_null(),
+        "nothing to wait for: {pod}"
+    );
+    let env = pod["containers"][0]["env"].as_array().expect("env");
+    let var = |name: &str| {
+        env.iter()
+            .find(|e| e["name"] == name)
+            .and_then(|e| e["value"].as_str())
+    };
+    assert_eq!(
+        var("BERTH_MODEL_ARTIFACT"),
+        Some("ngc://nim/meta/llama-3.1-8b-instruct:hf")
+    );
+    assert_eq!(var("BERTH_MODEL_DIGEST"), Some(digest));
+}
+
 /// Runs `validator` strictly over `paths` against the Kubernetes 1.35 schemas.
 fn validate(validator: &str, paths: &[PathBuf]) {
     let result = Command::new(validator)

@@ -19,6 +19,16 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 const CHUNK: usize = 1 << 20;
 const ATTEMPTS: u32 = 3;
 
+/// Whether berth itself can fetch the artifact at `uri` (the agent's cache, `berth fetch`):
+/// `oci://`, `http(s)://`, `file://` and plain paths. Other schemes (`ngc://`, `hf://`) are
+/// fetched by the model server or the NIM Operator, never by berth.
+pub fn can_fetch(uri: &str) -> bool {
+    ["oci://", "http://", "https://", "file://"]
+        .iter()
+        .any(|scheme| uri.starts_with(scheme))
+        || !uri.contains("://")
+}
+
 /// Why an artifact is not in the cache.
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum FetchError {
@@ -461,7 +471,7 @@ impl Cache {
                 Some(e) => Err(e),
                 None => Ok((hasher, offset)),
             };
-        } else if uri.contains("://") && !uri.starts_with("file://") {
+        } else if !can_fetch(uri) {
             return Err(FetchError::Unsupported(uri.to_string()));
         } else {
             let path = uri.strip_prefix("file://").unwrap_or(uri);

@@ -77,7 +77,7 @@ impl fmt::Display for Progress {
 
 /// A rollout's state from the live object, without the time.
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum State {
+pub(super) enum State {
     Done,
     Failed(String),
     Pending(Progress),
@@ -86,7 +86,7 @@ enum State {
 /// The state of a live workload object (`None`: not found), by the rules `kubectl rollout
 /// status` uses: the current generation observed, every replica updated and available (ready
 /// for a StatefulSet), no old replica left; a Job by its `Complete` / `Failed` conditions.
-fn state_of(kind: Kind, live: Option<&Value>) -> State {
+pub(super) fn state_of(kind: Kind, live: Option<&Value>) -> State {
     let Some(live) = live else {
         return State::Pending(Progress::Missing);
     };

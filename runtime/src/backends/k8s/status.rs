@@ -1,7 +1,8 @@
 //! `berth status` on Kubernetes: per target and workload, desired vs ready replicas from the
 //! live objects; per GPU pool, the nodes' capacity and allocatable GPUs (or MIG slices)
 //! against the requests of the pods running on them, flagged when a pool holds more than the
-//! plan gave it, is smaller than planned, or a workload's pods wait for GPUs.
+//! plan gave it, is smaller than planned, or a workload's pods wait for GPUs; per staged model,
+//! whether its staging Job (`berth fetch`) or `NIMCache` has put it where the pods read it.
 
 use super::client::{ApiError, Cluster, RetryPolicy};
 use super::kubeconfig::Kubeconfigs;
@@ -56,11 +57,46 @@ pub struct PendingPod {
     pub message: String,
 }
 
+/// Where a staged model stands: the staging Job that fills a volume with `berth fetch`, or the
+/// `NIMCache` the NIM Operator fills.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ModelStatus {
+    pub target: String,
+    /// The workload object the model is staged for.
+    pub staged_for: String,
+    /// `MODEL@VERSION/VARIANT`.
+    pub model: String,
+    /// `Job namespace/name` or `NIMCache namespace/name`.
+    pub object: String,
+    pub state: StagingState,
+    /// How far it got, or why it failed.
+    pub detail: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StagingState {
+    Staged,
+    Staging,
+    Failed,
+}
+
+impl StagingState {
+    fn as_str(self) -> &'static str {
+        match self {
+            StagingState::Staged => "staged",
+            StagingState::Staging => "staging",
+            StagingState::Failed => "failed",
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ClusterStatus {
     pub context: String,
     pub error: Option<String>,
     pub workloads: Vec<WorkloadStatus>,
+    pub models: Vec<ModelStatus>,
     pub pools: Vec<PoolStatus>,
     pub pending_gpu_pods: Vec<PendingPod>,
 }
@@ -120,6 +156,7 @@ pub fn run(
         || statuses.iter().any(|s| {
             s.error.is_some()
                 || !s.pending_gpu_pods.is_empty()
+                || s.models.iter().any(|m| m.state == StagingState::Failed)
                 || s.pools.iter().any(|p| p.flags.contains(&"over_plan"))
         });
     if ui.output == OutputFormat::Json {
@@ -185,6 +222,7 @@ async fn collect(
             for object in cluster.list(kind, namespace, &selector).await? {
                 // Staging Jobs serve a workload; they are not one.
                 if object["metadata"]["labels"][render::COMPONENT.0] == render::COMPONENT.1 {
+                    status.models.push(model_status(kind, namespace, &object));
                     continue;
                 }
                 status
@@ -192,7 +230,20 @@ async fn collect(
                     .push(workload_status(kind, namespace, &object));
             }
         }
+        let caches = match cluster.list(Kind::NimCache, namespace, &selector).await {
+            // A cluster without the NIM Operator's CRD has no NIMCache.
+            Err(ApiError::NotFound { .. }) => Vec::new(),
+            other => other?,
+        };
+        for object in caches {
+            status
+                .models
+                .push(model_status(Kind::NimCache, namespace, &object));
+        }
     }
+    status.models.sort_by(|a, b| {
+        (&a.target, &a.staged_for, &a.object).cmp(&(&b.target, &b.staged_for, &b.object))
+    });
     status.workloads.sort_by(|a, b| {
         (&a.target, &a.workload, &a.object).cmp(&(&b.target, &b.workload, &b.object))
     });
@@ -307,6 +358,36 @@ fn workload_status(kind: Kind, namespace: &str, object: &Value) -> WorkloadStatu
     }
 }
 
+fn model_status(kind: Kind, namespace: &str, object: &Value) -> ModelStatus {
+    let meta = |section: &str, key: &str| {
+        object
+            .pointer(&format!("/metadata/{section}/{}", key.replace('/', "~1")))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let (state, detail) = match super::rollout::state_of(kind, Some(object)) {
+        super::rollout::State::Done => (StagingState::Staged, String::new()),
+        super::rollout::State::Failed(why) => (StagingState::Failed, why),
+        super::rollout::State::Pending(progress) => (StagingState::Staging, progress.to_string()),
+    };
+    ModelStatus {
+        target: meta("labels", labels::TARGET),
+        staged_for: meta("labels", render::STAGED_FOR),
+        model: meta("annotations", labels::MODEL),
+        object: format!(
+            "{} {namespace}/{}",
+            kind.kind(),
+            object
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        ),
+        state,
+        detail,
+    }
+}
+
 pub(super) fn is_running(pod: &Pod) -> bool {
     !matches!(
         pod.status.as_ref().and_then(|s| s.phase.as_deref()),
@@ -374,6 +455,22 @@ fn print_human(statuses: &[ClusterStatus], ui: &mut Ui<'_>) -> io::Result<()> {
                 ui.out,
                 "  {:<12} {:<20} {}/{} ready  {}",
                 w.target, w.workload, w.ready, w.desired, w.object
+            )?;
+        }
+        for m in &s.models {
+            let detail = if m.detail.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", m.detail)
+            };
+            writeln!(
+                ui.out,
+                "  model {}/{} for {}: {}{detail}  {}",
+                m.target,
+                m.model,
+                m.staged_for,
+                m.state.as_str(),
+                m.object
             )?;
         }
         for p in &s.pools {

@@ -5,8 +5,10 @@
 //!
 //! Nothing is staged when the target's catalogue lists the model under `cached_models` (the
 //! site serves it), when the NIM Operator caches it (`nim.rs`: an `ngc://` or `hf://` artifact
-//! on a target offering `nim_operator`), or when the variant has no digest (nothing to verify
-//! against).
+//! on a target offering `nim_operator`), when the variant has no digest (nothing to verify
+//! against), or when `berth fetch` cannot fetch its scheme (an `ngc://` or `hf://` artifact
+//! where no NIM Operator runs: the model server pulls it itself at start, as a NIM container
+//! does with its NGC key, from the `BERTH_MODEL_ARTIFACT` it is given).
 //!
 //! The volume is sized for two versions of the model's largest variant, so that the next
 //! version is staged beside the one running pods read (each in its own `HEX/` directory, see
@@ -69,6 +71,9 @@ impl Site<'_> {
         let variant = self.placement.variant.as_ref()?;
         let digest = variant.digest.as_deref()?;
         let dir = crate::staging::dir_name(digest)?;
+        if !crate::agent::cache::can_fetch(&variant.artifact) {
+            return None;
+        }
         // The NIM Operator caches it (`nim.rs`), or the site serves it.
         if self.model_cached_at_site() || self.nim_cache().is_some() {
             return None;
