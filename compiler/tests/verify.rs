@@ -192,6 +192,64 @@ fn without_entitlements_anyone_may_hold_gpus() {
     );
 }
 
+/// The verifier's estate with `lyon` run by an edge agent.
+fn lyon_on_an_edge_agent() -> berth_compiler::ir::Ir {
+    let mut ir = verify_kit::estate();
+    let lyon = ir
+        .targets
+        .iter_mut()
+        .find(|t| t.name == "lyon")
+        .expect("lyon");
+    lyon.runtime = berth_compiler::ir::Runtime::Edge {
+        agent: "https://lyon.example.com:7443".into(),
+    };
+    ir
+}
+
+#[test]
+fn an_edge_agent_holds_only_models_berth_fetches() {
+    // `lyon` run by an edge agent, and the fp16 variant `vision` runs there pulled from NGC:
+    // the agent cannot fetch it, so the placement is not one the plan may make (the int8
+    // variant on `turin`, still a cluster, is fine).
+    let mut ir = lyon_on_an_edge_agent();
+    let model = ir
+        .models
+        .iter_mut()
+        .find(|m| m.name == "defect_detector")
+        .expect("model");
+    let fp16 = model
+        .variants
+        .iter_mut()
+        .find(|v| v.name == "fp16")
+        .expect("fp16");
+    fp16.artifact = "ngc://nim/acme/defect-detector:3.2.0-fp16".into();
+    // The int8 variant fits lyon too and the agent fetches it: that one must be used.
+    assert_eq!(
+        violations_of(&ir, &base_plan()),
+        "E0611: workload `vision` on `lyon` uses variant `fp16`; the first variant that fits is `int8`\n"
+    );
+    // With every variant from NGC, none can be staged on lyon at all.
+    let model = ir
+        .models
+        .iter_mut()
+        .find(|m| m.name == "defect_detector")
+        .expect("model");
+    for v in &mut model.variants {
+        v.artifact = format!("ngc://nim/acme/defect-detector:3.2.0-{}", v.name);
+    }
+    let found = violations_of(&ir, &base_plan());
+    assert!(
+        found.contains("by this target's edge agent: it does not cache `defect_detector` and fetches only `oci://`, `http(s)://` and `file://` artifacts"),
+        "{found}"
+    );
+    // Pulled from an OCI registry instead, the same placement verifies as far as staging goes.
+    let ir = lyon_on_an_edge_agent();
+    assert!(
+        !violations_of(&ir, &base_plan()).contains("cannot be staged"),
+        "an OCI artifact is one the agent fetches"
+    );
+}
+
 #[test]
 fn unknown_time_zone_is_a_violation_not_a_panic() {
     let mut ir = verify_kit::estate();

@@ -42,20 +42,39 @@ pub struct PoolKind {
 /// a bundle (an edge agent's `berth bundle export`): any variant can be staged there.
 pub const ONLINE: u32 = 0;
 
-/// What can be staged on a target that can neither fetch from an artifact's source nor be
-/// carried a bundle (a disconnected target run by anything but an edge agent): the models it
-/// caches, and `oci://` artifacts when it names a registry mirror.
+/// What can be staged on a target that cannot stage every artifact from its source: the
+/// models it caches, and then, for an edge agent, what berth fetches (pulled, or carried a
+/// bundle when disconnected); for a disconnected target run by anything else, `oci://`
+/// artifacts when it names a registry mirror.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Reach {
     /// Sorted, without duplicates.
     pub cached: Vec<crate::ir::ModelId>,
-    pub mirror: bool,
+    /// Where an artifact the target does not cache can come from.
+    pub uncached: Uncached,
+}
+
+/// Where a target of limited reach gets an artifact it does not cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Uncached {
+    /// Disconnected, not run by an edge agent, no mirror: nowhere.
+    #[default]
+    Nowhere,
+    /// Disconnected, not run by an edge agent: `oci://` artifacts from its mirrors.
+    Mirrors,
+    /// Run by an edge agent: what berth fetches (pulled, or carried on removable media).
+    Agent,
 }
 
 impl Reach {
     /// Whether an artifact of `model` at URI `artifact` can be staged on such a target.
     pub fn stages(&self, model: crate::ir::ModelId, artifact: &str) -> bool {
-        self.cached.binary_search(&model).is_ok() || (self.mirror && artifact.starts_with("oci://"))
+        self.cached.binary_search(&model).is_ok()
+            || match self.uncached {
+                Uncached::Nowhere => false,
+                Uncached::Mirrors => artifact.starts_with("oci://"),
+                Uncached::Agent => crate::plan::berth_fetches(artifact),
+            }
     }
 }
 
@@ -134,7 +153,7 @@ impl EstateIndex {
         let mut reach_ids: BTreeMap<Reach, u32> = BTreeMap::new();
         self.reaches = vec![Reach::default()];
         for t in &ir.targets {
-            let id = match offline_reach(t) {
+            let id = match limited_reach(t) {
                 None => ONLINE,
                 Some(reach) => {
                     let next = self.reaches.len() as u32;
@@ -296,21 +315,23 @@ impl EstateIndex {
     }
 }
 
-/// The reach of a target that stages from cache and mirrors only, `None` for one that can
-/// fetch from an artifact's source or be carried a bundle (see `docs/placement.md`, "Model
-/// staging").
-pub fn offline_reach(t: &crate::ir::Target) -> Option<Reach> {
-    let carried = matches!(t.runtime, crate::ir::Runtime::Edge { .. });
-    if t.connectivity != crate::ir::Connectivity::Disconnected || carried {
+/// The reach of a target that cannot stage every artifact — one run by an edge agent
+/// (cache, or what berth fetches) or a disconnected one (cache and mirrors) — `None` for one
+/// that stages any artifact from its source (see `docs/placement.md`, "Model staging").
+pub fn limited_reach(t: &crate::ir::Target) -> Option<Reach> {
+    let uncached = if matches!(t.runtime, crate::ir::Runtime::Edge { .. }) {
+        Uncached::Agent
+    } else if t.connectivity != crate::ir::Connectivity::Disconnected {
         return None;
-    }
+    } else if t.mirrors.is_empty() {
+        Uncached::Nowhere
+    } else {
+        Uncached::Mirrors
+    };
     let mut cached = t.cached_models.clone();
     cached.sort_unstable();
     cached.dedup();
-    Some(Reach {
-        cached,
-        mirror: !t.mirrors.is_empty(),
-    })
+    Some(Reach { cached, uncached })
 }
 
 fn pool_kind(ir: &Ir, p: &crate::ir::Pool) -> (PoolKind, u32) {

@@ -96,6 +96,11 @@ impl Solved<'_> {
                 pool_name(ir, t, d)
             )
         };
+        if matches!(target.runtime, crate::ir::Runtime::Edge { .. }) {
+            return format!(
+                "run by an edge agent, which fetches only `oci://`, `http(s)://` and `file://` artifacts, so {which}: `{model}` is not in its `cached_models` and no variant that fits is such an artifact"
+            );
+        }
         let why = if target.mirrors.is_empty() {
             "it names no registry mirror".to_string()
         } else {
@@ -175,7 +180,11 @@ impl Solved<'_> {
             Reason::ModelUnreachable => (
                 self.unreachable_message(w, t, d),
                 ws(&["model"]),
-                ts(&["connectivity"]),
+                if matches!(target.runtime, crate::ir::Runtime::Edge { .. }) {
+                    ts(&["runtime"])
+                } else {
+                    ts(&["connectivity"])
+                },
             ),
             Reason::DataUnavailable => {
                 let name = wl.data.get(d as usize).map_or("", |x| x.name.as_str());

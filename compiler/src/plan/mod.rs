@@ -18,7 +18,8 @@ mod read;
 mod staging;
 pub use read::{PlanReadError, from_json};
 pub use staging::{
-    ArtifactStaging, StagingSource, artifact_staging, mirror_reference, staging_totals,
+    ArtifactStaging, StagingSource, artifact_staging, berth_fetches, mirror_reference,
+    staging_totals,
 };
 
 /// The format identifier written into every plan.

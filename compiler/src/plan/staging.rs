@@ -40,9 +40,21 @@ pub struct ArtifactStaging {
     pub bytes: Option<u64>,
 }
 
-/// How `variant` of `model` reaches `target`, or `None` when it cannot: the target is
-/// disconnected, not run by an edge agent (which could be carried a bundle), does not cache
-/// the model, and has no mirror for the artifact.
+/// Whether berth itself fetches the artifact at `uri` — the edge agent, `berth fetch` and
+/// `berth bundle export`: `oci://`, `http://`, `https://`, `file://` and plain paths. Other
+/// schemes (`ngc://`, `hf://`) are pulled by a model server or the NIM Operator, never by
+/// berth, so an edge agent cannot stage them.
+pub fn berth_fetches(uri: &str) -> bool {
+    ["oci://", "http://", "https://", "file://"]
+        .iter()
+        .any(|scheme| uri.starts_with(scheme))
+        || !uri.contains("://")
+}
+
+/// How `variant` of `model` reaches `target`, or `None` when it cannot: the target does not
+/// cache the model and either is run by an edge agent, which fetches only what
+/// [`berth_fetches`], and the artifact is not that, or is disconnected, not run by an edge
+/// agent (which could be carried a bundle), and has no mirror for the artifact.
 pub fn artifact_staging(
     target: &Target,
     model: ModelId,
@@ -54,6 +66,9 @@ pub fn artifact_staging(
             pull: Vec::new(),
             bytes: Some(0),
         });
+    }
+    if matches!(target.runtime, Runtime::Edge { .. }) && !berth_fetches(&variant.artifact) {
+        return None;
     }
     let mut pull: Vec<String> = target
         .mirrors

@@ -98,7 +98,7 @@ pub enum Unfit {
     ModelUnreachable {
         model: String,
         pool: Option<String>,
-        mirrors: bool,
+        reach: UnstageableOn,
     },
     /// The target offers no endpoint for a data set the workload needs.
     DataMissing { data: String },
@@ -185,7 +185,13 @@ pub(super) fn fit(ir: &Ir, w: &Workload, t: &Target, pool: Option<usize>) -> Res
                     return Err(Unfit::ModelUnreachable {
                         model: model(),
                         pool: pool.map(|p| p.name.clone()),
-                        mirrors: !t.mirrors.is_empty(),
+                        reach: if matches!(t.runtime, crate::ir::Runtime::Edge { .. }) {
+                            UnstageableOn::EdgeAgent
+                        } else if t.mirrors.is_empty() {
+                            UnstageableOn::DisconnectedWithoutMirror
+                        } else {
+                            UnstageableOn::DisconnectedWithMirror
+                        },
                     });
                 }
             }
@@ -282,14 +288,29 @@ fn first_variant(
     }
 }
 
+/// What kind of target could not stage a model, for the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnstageableOn {
+    /// An edge agent fetches only what berth fetches.
+    EdgeAgent,
+    DisconnectedWithoutMirror,
+    /// Its mirrors serve `oci://` artifacts only.
+    DisconnectedWithMirror,
+}
+
 /// Whether an artifact of `model` at `artifact` can be staged on `t`, the verifier's reading
-/// of "Model staging" in `docs/placement.md`: a target that is not disconnected fetches from
-/// the source, an edge agent can be carried a bundle; any other disconnected target stages
-/// only what it caches, or `oci://` artifacts from its registry mirrors.
+/// of "Model staging" in `docs/placement.md`: what a target caches is there; an edge agent
+/// fetches (or is carried) only what berth fetches; any other target that is not
+/// disconnected fetches from the source, and a disconnected one stages `oci://` artifacts
+/// from its registry mirrors.
 pub(super) fn stageable(t: &Target, model: crate::ir::ModelId, artifact: &str) -> bool {
+    if t.cached_models.contains(&model) {
+        return true;
+    }
+    if matches!(t.runtime, crate::ir::Runtime::Edge { .. }) {
+        return crate::plan::berth_fetches(artifact);
+    }
     t.connectivity != Connectivity::Disconnected
-        || matches!(t.runtime, crate::ir::Runtime::Edge { .. })
-        || t.cached_models.contains(&model)
         || (!t.mirrors.is_empty() && artifact.starts_with("oci://"))
 }
 

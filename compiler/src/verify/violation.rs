@@ -1,7 +1,7 @@
 //! What the verifier finds wrong with a plan: typed violations, each turning itself into a
 //! [`Diagnostic`] (codes E06xx) with a human message.
 
-use super::fit::Unfit;
+use super::fit::{Unfit, UnstageableOn};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::ir::Money;
 use crate::source::Span;
@@ -910,11 +910,7 @@ impl fmt::Display for Unfit {
                     "no variant of model `{model}` runs without an accelerator"
                 ),
             },
-            Unfit::ModelUnreachable {
-                model,
-                pool,
-                mirrors,
-            } => {
+            Unfit::ModelUnreachable { model, pool, reach } => {
                 match pool {
                     Some(p) => write!(
                         f,
@@ -922,15 +918,20 @@ impl fmt::Display for Unfit {
                     )?,
                     None => write!(f, "model `{model}` cannot be staged")?,
                 }
-                write!(
-                    f,
-                    " on this disconnected target: it does not cache `{model}` and {}",
-                    if *mirrors {
-                        "its mirrors serve `oci://` artifacts only"
-                    } else {
-                        "names no registry mirror"
-                    }
-                )
+                match reach {
+                    UnstageableOn::EdgeAgent => write!(
+                        f,
+                        " by this target's edge agent: it does not cache `{model}` and fetches only `oci://`, `http(s)://` and `file://` artifacts"
+                    ),
+                    UnstageableOn::DisconnectedWithoutMirror => write!(
+                        f,
+                        " on this disconnected target: it does not cache `{model}` and names no registry mirror"
+                    ),
+                    UnstageableOn::DisconnectedWithMirror => write!(
+                        f,
+                        " on this disconnected target: it does not cache `{model}` and its mirrors serve `oci://` artifacts only"
+                    ),
+                }
             }
             Unfit::DataMissing { data } => write!(f, "the target offers no data `{data}`"),
             Unfit::DataLatency {

@@ -23,10 +23,9 @@ const ATTEMPTS: u32 = 3;
 /// `oci://`, `http(s)://`, `file://` and plain paths. Other schemes (`ngc://`, `hf://`) are
 /// fetched by the model server or the NIM Operator, never by berth.
 pub fn can_fetch(uri: &str) -> bool {
-    ["oci://", "http://", "https://", "file://"]
-        .iter()
-        .any(|scheme| uri.starts_with(scheme))
-        || !uri.contains("://")
+    // INVARIANT: the compiler's definition, so a plan never stages on an edge agent what it
+    // cannot fetch (the plan's `model_unreachable`).
+    berth_compiler::plan::berth_fetches(uri)
 }
 
 /// Why an artifact is not in the cache.
