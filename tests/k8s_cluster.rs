@@ -1559,6 +1559,27 @@ fn the_drift_guard_refuses_a_plan_the_cluster_can_no_longer_hold() {
     assert!(prod.get(CHAT).is_some());
 }
 
+/// `berth --output OUTPUT reclaim PLAN --spec SPEC --dcgm DCGM EXTRA…`.
+fn reclaim_args<'a>(
+    planned: &'a Planned,
+    dcgm: &'a str,
+    output: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![
+        "--output",
+        output,
+        "reclaim",
+        planned.plan_arg(),
+        "--spec",
+        planned.spec_arg(),
+        "--dcgm",
+        dcgm,
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 const LAB: &str = "../tests/data/reclaim";
 const IDLE_NOTEBOOK: &str = "/apis/apps/v1/namespaces/lab/statefulsets/idle-notebook";
 
@@ -1595,18 +1616,11 @@ fn reclaim_scales_idle_notebooks_to_zero_after_their_threshold_and_keeps_the_res
     let port = serve_dcgm(dcgm_metrics(&pods, utilization));
     let dcgm = format!("lab-gpu=http://127.0.0.1:{port}/metrics");
     let reclaim_as = |kubeconfig: &Path, output: &str, extra: &[&str]| {
-        let mut args = vec![
-            "--output",
-            output,
-            "reclaim",
-            planned.plan_arg(),
-            "--spec",
-            planned.spec_arg(),
-            "--dcgm",
-            &dcgm,
-        ];
-        args.extend_from_slice(extra);
-        berth(&fleet, kubeconfig, &args)
+        berth(
+            &fleet,
+            kubeconfig,
+            &reclaim_args(&planned, &dcgm, output, extra),
+        )
     };
     let reclaim = |output: &str, extra: &[&str]| reclaim_as(&fleet.kubeconfig, output, extra);
     let rounds = |out: &str| -> Vec<Value> {
@@ -1855,6 +1869,88 @@ fn reclaim_scales_idle_notebooks_to_zero_after_their_threshold_and_keeps_the_res
     assert!(
         err.contains("cannot reach cluster `lab-gpu`") && err.contains("help:"),
         "{err}"
+    );
+}
+
+const HELD_JOB_SPEC: &str = "../tests/data/reclaim-job";
+
+/// `berth reclaim` deletes a Job whose pods hold GPUs at 0% past the rule's time: KWOK keeps
+/// this workload's pods running (`cluster::HELD_JOB_WORKLOAD`), as a stuck training run's
+/// would be. A dry run deletes nothing; the real run deletes the Job once, its event counts
+/// the GPUs of both pods, and the garbage collector takes the pods, which free their GPUs.
+#[test]
+fn reclaim_deletes_an_idle_job_whose_pods_still_hold_gpus() {
+    let planned = plan_spec(Path::new(HELD_JOB_SPEC));
+    let fleet = Fleet::for_ir(&planned.ir, &[]);
+    let run = |args: &[&str]| berth(&fleet, &fleet.kubeconfig, args);
+    let (code, _, err) = run(&["apply", planned.plan_arg(), "--spec", planned.spec_arg()]);
+    assert_eq!(code, 0, "{err}");
+    let lab = fleet.cluster("lab-gpu");
+    let job = "/apis/batch/v1/namespaces/lab/jobs/running-sweep";
+    let sweep_pods = || -> Vec<Value> {
+        lab.list("/api/v1/namespaces/lab/pods")
+            .into_iter()
+            .filter(|p| p["metadata"]["labels"]["berth.dev/workload"] == cluster::HELD_JOB_WORKLOAD)
+            .collect()
+    };
+    lab.wait_for(
+        "both pods of the sweep running",
+        Duration::from_secs(120),
+        || {
+            let pods = sweep_pods();
+            pods.len() == 2 && pods.iter().all(|p| p["status"]["phase"] == "Running")
+        },
+    );
+    // Still running a while later: KWOK does not complete them.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        sweep_pods()
+            .iter()
+            .all(|p| p["status"]["phase"] == "Running")
+    );
+    let port = serve_dcgm(dcgm_metrics(&sweep_pods(), |_| Some(0)));
+    let dcgm = format!("lab-gpu=http://127.0.0.1:{port}/metrics");
+    let past = ["--watch", "--interval", "0.5", "--rounds", "8"];
+    let reclaim = |extra: &[&str]| {
+        let mut args = reclaim_args(&planned, &dcgm, "json", &past);
+        args.extend_from_slice(extra);
+        let (code, out, err) = run(&args);
+        assert_eq!(code, 0, "{err}");
+        out.lines()
+            .map(|l| serde_json::from_str::<Value>(l).expect("one JSON document per round"))
+            .flat_map(|d| d["reclaimed"].as_array().cloned().unwrap_or_default())
+            .collect::<Vec<Value>>()
+    };
+    let writes = lab.writes_by(BERTH).len();
+    let events = reclaim(&["--dry-run"]);
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0]["result"], "would_reclaim");
+    assert_eq!(events[0]["action"], "delete");
+    assert_eq!(
+        lab.writes_by(BERTH).len(),
+        writes,
+        "a dry run writes nothing"
+    );
+    assert!(lab.get(job).is_some());
+
+    let events = reclaim(&[]);
+    assert_eq!(events.len(), 1, "one reclaim, once: {events:#?}");
+    let event = &events[0];
+    assert_eq!(event["workload"], cluster::HELD_JOB_WORKLOAD);
+    assert_eq!(event["kind"], "Job");
+    assert_eq!(event["action"], "delete");
+    assert_eq!(event["result"], "reclaimed");
+    assert_eq!(event["gpus_freed"], 2, "{event:#}");
+    assert_eq!(
+        event["evidence"]["pods"].as_array().map(Vec::len),
+        Some(2),
+        "{event:#}"
+    );
+    assert!(lab.get(job).is_none(), "the Job is gone");
+    lab.wait_for(
+        "the sweep's pods collected",
+        Duration::from_secs(60),
+        || sweep_pods().is_empty(),
     );
 }
 

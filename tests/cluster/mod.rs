@@ -86,6 +86,9 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
+/// The workload whose Job's pods KWOK keeps running (see `Cluster::kwok_stages`).
+pub const HELD_JOB_WORKLOAD: &str = "running_sweep";
+
 /// One cluster: its processes, address, credentials and folder.
 pub struct Cluster {
     pub context: String,
@@ -369,10 +372,29 @@ impl Cluster {
                 "--node-ip=10.0.0.1".into(),
                 "--node-lease-duration-seconds=40".into(),
                 format!("--server-address=127.0.0.1:{kwok}"),
-                format!("--config={}", bin.join("kwok-stages.yaml").display()),
+                format!("--config={}", self.kwok_stages(bin).display()),
             ],
         );
         self.wait_ready(&format!("http://127.0.0.1:{kwok}/healthz"), false);
+    }
+
+    /// KWOK's stages as built (`build.sh`), but for one thing: the pods of a workload named
+    /// [`HELD_JOB_WORKLOAD`] are never completed, so a Job whose pods keep holding GPUs, as a
+    /// long training run's do, can be seen (KWOK otherwise completes a Job's pods at once).
+    fn kwok_stages(&self, bin: &Path) -> PathBuf {
+        let built = std::fs::read_to_string(bin.join("kwok-stages.yaml")).expect("kwok stages");
+        let owned_by_job = "    - key: '.metadata.ownerReferences.[].kind'\n      operator: 'In'\n      values:\n      - 'Job'\n";
+        assert_eq!(
+            built.matches(owned_by_job).count(),
+            1,
+            "KWOK's pod-complete stage selects a Job's pods as it did: {built}"
+        );
+        let held = format!(
+            "{owned_by_job}    - key: '.metadata.labels[\"berth.dev/workload\"]'\n      operator: 'NotIn'\n      values:\n      - '{HELD_JOB_WORKLOAD}'\n"
+        );
+        let path = self.dir.join("kwok-stages.yaml");
+        std::fs::write(&path, built.replace(owned_by_job, &held)).expect("write kwok stages");
+        path
     }
 
     fn wait_nodes_ready(&self, count: usize) {

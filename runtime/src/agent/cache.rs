@@ -40,7 +40,7 @@ pub enum FetchError {
     /// An `oci://` reference or manifest the agent cannot use.
     #[error("artifact `{uri}`: {message}")]
     Refused { uri: String, message: String },
-    #[error("artifact `{uri}` has digest `{actual}`, the bundle says `{expected}`")]
+    #[error("artifact `{uri}` has digest `{actual}`, expected `{expected}`")]
     Mismatch {
         uri: String,
         expected: String,
