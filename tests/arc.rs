@@ -84,6 +84,39 @@ workload echo {{
         std::fs::write(self.spec.join("arc.berth"), text).expect("write spec");
     }
 
+    /// A spec of the Arc targets `(name, cluster, path)`, all on the test repository's `main`,
+    /// and the one workload.
+    fn write_targets(&self, targets: &[(&str, &str, &str)]) {
+        let mut text = String::new();
+        for (name, cluster, path) in targets {
+            text.push_str(&format!(
+                r#"target {name} {{
+  class        = cloud
+  runtime      = arc {{ cluster = "{cluster}"
+                      repo = "{repo}"  branch = "main"  path = "{path}"  namespace = "ml" }}
+  connectivity = connected
+  cpu    = 16
+  memory = 64GiB
+}}
+
+"#,
+                repo = self.repo
+            ));
+        }
+        text.push_str(
+            r#"workload echo {
+  release  = "1"
+  image    = "registry.example.com/echo:1"
+  class    = production
+  identity = service_account("echo")
+  replicas = 1
+  resources { cpu = 1  memory = 1GiB }
+}
+"#,
+        );
+        std::fs::write(self.spec.join("arc.berth"), text).expect("write spec");
+    }
+
     /// Runs berth with the double's environment; (exit code, stdout, stderr).
     fn berth(&self, args: &[&str], extra_env: &[(&str, &str)]) -> (i32, String, String) {
         let mut command = Command::new(env!("CARGO_BIN_EXE_berth"));
@@ -499,6 +532,220 @@ fn the_double_refuses_what_the_specification_refuses() {
         (status, body["error"]["code"].as_str()),
         (400, Some("InvalidRequestParameter"))
     );
+    // FluxConfigurations_Delete: 202 with the operation to follow, then 204 once it is gone.
+    let send = |method: reqwest::Method, url: String| {
+        rt.block_on(async {
+            let response = client
+                .request(method, url)
+                .bearer_auth(&bearer)
+                .send()
+                .await
+                .expect("request");
+            let status = response.status().as_u16();
+            let operation = response
+                .headers()
+                .get("azure-asyncoperation")
+                .map(|v| v.to_str().expect("ascii").to_string());
+            let text = response.text().await.unwrap_or_default();
+            let body = serde_json::from_str::<Value>(&text).unwrap_or(Value::Null);
+            (status, operation, body)
+        })
+    };
+    let at = |query: &str| format!("{}{config}?api-version={}{query}", s.arm.url, arm::FLUX_API);
+    let (status, _, body) = send(reqwest::Method::DELETE, at("&forceDelete=maybe"));
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("InvalidRequestParameter"))
+    );
+    let (status, operation, _) = send(reqwest::Method::DELETE, at(""));
+    assert_eq!(status, 202);
+    let operation = operation.expect("an Azure-AsyncOperation header");
+    let (_, _, live) = send(reqwest::Method::GET, at(""));
+    assert_eq!(live["properties"]["provisioningState"], "Deleting");
+    let (status, _, op) = send(reqwest::Method::GET, operation);
+    assert_eq!(
+        (status, op["status"].as_str()),
+        (200, Some("Succeeded")),
+        "{op}"
+    );
+    let (status, _, _) = send(reqwest::Method::GET, at(""));
+    assert_eq!(status, 404);
+    let (status, _, _) = send(reqwest::Method::DELETE, at("&forceDelete=true"));
+    assert_eq!(status, 204, "nothing to delete");
+    assert!(s.arm.resource(&extension).is_some(), "the extension stays");
+}
+
+const US: &str =
+    "/subscriptions/0000/resourceGroups/ai/providers/Microsoft.Kubernetes/connectedClusters/us";
+
+fn us_configuration(name: &str) -> String {
+    format!("{US}/providers/Microsoft.KubernetesConfiguration/fluxConfigurations/{name}")
+}
+
+#[test]
+fn a_cluster_no_target_names_any_more_loses_berths_configuration_and_nothing_else() {
+    let s = Setup::new();
+    s.write_targets(&[
+        ("eu_arc", CLUSTER, "clusters/eu"),
+        ("us_arc", US, "clusters/us"),
+    ]);
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        s.arm.resource(&us_configuration("berth")).is_some(),
+        "{err}"
+    );
+    let record = |s: &Setup| {
+        git(
+            &s.dir.path().join("gitops.git"),
+            &["show", "main:.berth/flux-configurations.json"],
+        )
+    };
+    let first = record(&s);
+    assert!(first.contains(US) && first.contains("us_arc"), "{first}");
+    // Someone else's configuration on the same cluster: never berth's to touch.
+    s.arm.insert(
+        &us_configuration("team"),
+        json!({"id": us_configuration("team"), "name": "team",
+               "properties": {"provisioningState": "Succeeded"}}),
+    );
+
+    // The spec drops `us_arc`. A refused delete keeps the cluster in the record.
+    s.write_targets(&[("eu_arc", CLUSTER, "clusters/eu")]);
+    s.arm.fault(On::DeleteConfiguration, Fault::Forbidden);
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(
+            "arc cluster `us` (`us_arc`, no longer in the plan): configuration `berth` not deleted"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("Microsoft.KubernetesConfiguration/fluxConfigurations/delete"),
+        "{err}"
+    );
+    assert!(
+        record(&s).contains(US),
+        "kept for the next apply: {}",
+        record(&s)
+    );
+
+    // A dry run says what would go, and deletes nothing.
+    s.arm.clear_log();
+    let (code, _, err) = s.apply(&["--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(
+            "arc cluster `us` (`us_arc`, no longer in the plan): configuration `berth` would delete"
+        ),
+        "{err}"
+    );
+    assert!(
+        s.arm.log().iter().all(|l| l.method == "GET"),
+        "{:?}",
+        s.arm.log()
+    );
+
+    // The apply deletes it (202, the operation followed), and records it.
+    s.arm.clear_log();
+    s.arm.set_lro_polls(1);
+    let audit = s.dir.path().join("audit.redb");
+    let audit_env = [("BERTH_AUDIT_LOG", audit.to_str().expect("utf-8"))];
+    let spec = s.spec.display().to_string();
+    let (code, out, err) = s.berth(&["--output", "json", "apply", &spec], &audit_env);
+    assert_eq!(code, 0, "{err}");
+    let doc: Value = serde_json::from_str(&out).expect("one JSON document");
+    assert_eq!(doc["arc_removed"][0]["cluster"], US, "{doc}");
+    assert_eq!(doc["arc_removed"][0]["result"], "deleted", "{doc}");
+    let deletes: Vec<_> = s
+        .arm
+        .log()
+        .into_iter()
+        .filter(|l| l.method == "DELETE")
+        .collect();
+    assert_eq!(deletes.len(), 1, "{deletes:?}");
+    assert_eq!(deletes[0].path, us_configuration("berth"));
+    assert_eq!(deletes[0].status, 202);
+    assert!(s.arm.resource(&us_configuration("berth")).is_none());
+    assert!(
+        s.arm.resource(&us_configuration("team")).is_some(),
+        "another's configuration stays"
+    );
+    assert!(
+        s.arm
+            .resource(&format!(
+                "{US}/providers/Microsoft.KubernetesConfiguration/extensions/flux"
+            ))
+            .is_some(),
+        "the extension stays"
+    );
+    assert!(
+        s.arm.resource(&configuration_path()).is_some(),
+        "eu keeps its configuration"
+    );
+    let now = record(&s);
+    assert!(!now.contains(US) && now.contains(CLUSTER), "{now}");
+    let files = git(
+        &s.dir.path().join("gitops.git"),
+        &["ls-tree", "-r", "--name-only", "main"],
+    );
+    assert!(
+        !files.contains("clusters/us/"),
+        "the dropped target's folder goes: {files}"
+    );
+    let (code, trail, err) = s.berth(&["audit", "--jsonl"], &audit_env);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        trail
+            .lines()
+            .any(|l| l.contains("\"removed\"") && l.contains("us_arc") && l.contains(US)),
+        "{trail}"
+    );
+
+    // Nothing left to remove.
+    s.arm.clear_log();
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("no longer in the plan"), "{err}");
+    assert!(s.arm.log().iter().all(|l| l.method != "DELETE"));
+}
+
+#[test]
+fn a_target_moved_to_another_cluster_leaves_the_old_one_and_a_repointed_one_is_left_alone() {
+    let s = Setup::new();
+    s.write_targets(&[
+        ("eu_arc", CLUSTER, "clusters/eu"),
+        ("us_arc", US, "clusters/us"),
+    ]);
+    assert_eq!(s.apply(&[]).0, 0);
+    // `us_arc` moves to `us2`; meanwhile someone repointed `us`'s `berth` configuration to
+    // another repository: not the one berth made from this repository, so it stays.
+    let us2 = US.replace("/us", "/us2");
+    s.write_targets(&[
+        ("eu_arc", CLUSTER, "clusters/eu"),
+        ("us_arc", &us2, "clusters/us"),
+    ]);
+    let mut theirs = s.arm.resource(&us_configuration("berth")).expect("stored");
+    theirs["properties"]["gitRepository"]["url"] = json!("https://git.example.com/other.git");
+    s.arm.insert(&us_configuration("berth"), theirs);
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(
+            "configuration `berth` left alone: it watches `https://git.example.com/other.git`"
+        ),
+        "{err}"
+    );
+    assert!(s.arm.resource(&us_configuration("berth")).is_some());
+    assert!(s.arm.log().iter().all(|l| l.method != "DELETE"));
+    assert!(
+        s.arm
+            .resource(&format!(
+                "{us2}/providers/Microsoft.KubernetesConfiguration/fluxConfigurations/berth"
+            ))
+            .is_some()
+    );
 }
 
 #[test]
@@ -509,7 +756,7 @@ fn the_commit_holds_the_objects_and_a_changed_plan_commits_again() {
     let files = git(&bare, &["ls-tree", "-r", "--name-only", "main"]);
     assert_eq!(
         files,
-        "clusters/eu/kustomization.yaml\nclusters/eu/ml.yaml\n"
+        ".berth/flux-configurations.json\nclusters/eu/kustomization.yaml\nclusters/eu/ml.yaml\n"
     );
     let objects = git(&bare, &["show", "main:clusters/eu/ml.yaml"]);
     assert!(

@@ -53,6 +53,7 @@ pub enum On {
     PutConfiguration,
     PutExtension,
     GetConfiguration,
+    DeleteConfiguration,
 }
 
 /// One logged request: method, path (no query), status answered.
@@ -69,6 +70,8 @@ struct Operation {
     /// `Succeeded`, or `Failed` with a code and message.
     failure: Option<(String, String)>,
     resource: String,
+    /// A delete: the resource goes when the operation succeeds.
+    delete: bool,
 }
 
 #[derive(Default)]
@@ -467,6 +470,7 @@ fn handle(
         (Target::Configuration(_), "PUT") => On::PutConfiguration,
         (Target::Extension(_), "PUT") => On::PutExtension,
         (Target::Configuration(_), "GET") => On::GetConfiguration,
+        (Target::Configuration(_), "DELETE") => On::DeleteConfiguration,
         _ => On::AnyArm,
     };
     if let Some(i) = inner
@@ -567,7 +571,9 @@ fn handle(
                         ("Failed", json!({ "code": code, "message": message }))
                     }
                 };
-                if let Some(stored) = inner.resources.get_mut(&resource) {
+                if op.delete && failure.is_none() {
+                    inner.resources.remove(&resource);
+                } else if let Some(stored) = inner.resources.get_mut(&resource) {
                     stored["properties"]["provisioningState"] = json!(if failure.is_none() {
                         "Succeeded"
                     } else {
@@ -670,6 +676,47 @@ fn handle(
             });
             start_operation(&mut inner, &base, path, resource, existing.is_some())
         }
+        // FluxConfigurations_Delete: `204` when there is nothing to delete; else `202` with
+        // `Azure-AsyncOperation` and `Retry-After`, the resource `Deleting` until the operation
+        // succeeds. `forceDelete` (a boolean query) is accepted; the double deletes the same
+        // way with it.
+        (Target::Configuration(_), "DELETE") => {
+            if let Some(force) = query.get("forceDelete")
+                && force != "true"
+                && force != "false"
+            {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "InvalidRequestParameter",
+                    &format!("The value '{force}' is not valid for 'forceDelete'."),
+                );
+            }
+            let key = path.to_ascii_lowercase();
+            let Some(stored) = inner.resources.get_mut(&key) else {
+                return StatusCode::NO_CONTENT.into_response();
+            };
+            stored["properties"]["provisioningState"] = json!("Deleting");
+            inner.next_operation += 1;
+            let id = format!("00000000-0000-0000-0000-{:012}", inner.next_operation);
+            let failure = inner.fail_next_operation.take();
+            let polls_left = inner.lro_polls;
+            inner.operations.insert(
+                id.clone(),
+                Operation {
+                    polls_left,
+                    failure,
+                    resource: key,
+                    delete: true,
+                },
+            );
+            let operation = format!("{base}{path}/operations/{id}?api-version={FLUX_API}");
+            let mut r = StatusCode::ACCEPTED.into_response();
+            r.headers_mut()
+                .insert("azure-asyncoperation", operation.parse().expect("value"));
+            r.headers_mut()
+                .insert("retry-after", "0".parse().expect("value"));
+            r
+        }
         _ => error(
             StatusCode::METHOD_NOT_ALLOWED,
             "MethodNotAllowed",
@@ -714,6 +761,7 @@ fn start_operation(
             polls_left: inner.lro_polls,
             failure,
             resource: key,
+            delete: false,
         },
     );
     let api = if path.contains("/extensions/") {

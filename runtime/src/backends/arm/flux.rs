@@ -8,7 +8,7 @@
 //! A write happens only when the live resource differs from what berth wants, field by field
 //! over the fields berth sets (a re-apply of the same plan makes no write).
 
-use super::client::{ArmClient, ArmError, Written};
+use super::client::{ArmClient, ArmError, Deleted, Written};
 use crate::backends::arc::redact_url;
 use crate::backends::k8s::render::GitOpsTarget;
 use serde_json::{Value, json};
@@ -409,6 +409,67 @@ fn succeeded(resource: &Value) -> Result<(), String> {
                 .map(|m| format!(": {m}"))
                 .unwrap_or_default()
         )),
+    }
+}
+
+/// What removing the configuration from a cluster no Arc target names any more did (or, in a
+/// dry run, would do).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Removal {
+    Deleted,
+    WouldDelete,
+    /// There was no `berth` configuration (any more).
+    Absent,
+    /// The cluster's `berth` configuration watches another repository or branch now: not the
+    /// one berth made from this repository, so left alone (why).
+    Kept(String),
+}
+
+impl Removal {
+    pub fn word(&self) -> &'static str {
+        match self {
+            Removal::Deleted => "deleted",
+            Removal::WouldDelete => "would_delete",
+            Removal::Absent => "absent",
+            Removal::Kept(_) => "kept",
+        }
+    }
+}
+
+/// Deletes `cluster`'s `berth` configuration when it still watches `repo_url` (without
+/// user-info) on `branch`: berth's own, made from the repository whose record lists the
+/// cluster. Never the extension, never another configuration.
+pub async fn remove(
+    client: &ArmClient,
+    cluster: &ClusterId,
+    repo_url: &str,
+    branch: &str,
+    dry_run: bool,
+) -> Result<Removal, String> {
+    let path = cluster.configuration();
+    let Some(live) = client
+        .get(&path, FLUX_API_VERSION)
+        .await
+        .map_err(|e| e.to_string())?
+    else {
+        return Ok(Removal::Absent);
+    };
+    let source = &live["properties"]["gitRepository"];
+    let url = source["url"].as_str().unwrap_or("");
+    let live_branch = source["repositoryRef"]["branch"].as_str().unwrap_or("");
+    if url != repo_url || live_branch != branch {
+        return Ok(Removal::Kept(format!(
+            "it watches `{}` ({live_branch}), not `{repo_url}` ({branch})",
+            without_userinfo(url)
+        )));
+    }
+    if dry_run {
+        return Ok(Removal::WouldDelete);
+    }
+    match client.delete(&path, FLUX_API_VERSION).await {
+        Ok(Deleted::Done) => Ok(Removal::Deleted),
+        Ok(Deleted::Absent) => Ok(Removal::Absent),
+        Err(e) => Err(e.to_string()),
     }
 }
 

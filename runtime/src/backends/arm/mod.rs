@@ -164,6 +164,70 @@ pub fn apply(gitops: &[GitOpsTarget], dry_run: bool) -> Pass<SiteReport> {
     }
 }
 
+/// A cluster the record of a GitOps repository lists ([`crate::backends::arc::RECORD_PATH`])
+/// and no Arc target of the plan names any more.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dropped {
+    /// The cluster's resource id, as the record holds it.
+    pub cluster: String,
+    /// The targets it had.
+    pub targets: Vec<String>,
+    /// The repository (as the spec writes it) and branch whose record lists it.
+    pub repo: String,
+    pub branch: String,
+}
+
+/// What `berth apply` did on one dropped cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemovalReport {
+    pub cluster: String,
+    pub targets: Vec<String>,
+    pub outcome: Result<flux::Removal, String>,
+}
+
+/// Deletes the `berth` Flux configuration of every dropped cluster (in a dry run, reads it and
+/// says whether it would be deleted).
+pub fn remove(dropped: &[Dropped], dry_run: bool) -> Pass<RemovalReport> {
+    if dropped.is_empty() {
+        return Pass {
+            sites: Vec::new(),
+            calls: 0,
+        };
+    }
+    let report = |d: &Dropped, outcome| RemovalReport {
+        cluster: d.cluster.clone(),
+        targets: d.targets.clone(),
+        outcome,
+    };
+    let (client, rt) = match client_from_env().and_then(|c| Ok((c, runtime()?))) {
+        Ok(ready) => ready,
+        Err(e) => {
+            return Pass {
+                sites: dropped.iter().map(|d| report(d, Err(e.clone()))).collect(),
+                calls: 0,
+            };
+        }
+    };
+    let sites = rt.block_on(async {
+        let mut out = Vec::new();
+        for d in dropped {
+            let outcome = match flux::ClusterId::parse(&d.cluster) {
+                Err(e) => Err(e),
+                Ok(cluster) => {
+                    let url = crate::backends::arc::redact_url(&d.repo, &d.repo);
+                    flux::remove(&client, &cluster, &url, &d.branch, dry_run).await
+                }
+            };
+            out.push(report(d, outcome));
+        }
+        out
+    });
+    Pass {
+        sites,
+        calls: client.calls(),
+    }
+}
+
 /// Reads every cluster's Flux configuration state.
 pub fn status(gitops: &[GitOpsTarget]) -> Pass<SiteStatus> {
     let pass = per_site(gitops, async |client, site| {

@@ -232,16 +232,36 @@ pub fn render(ir: &Ir, plan: &Plan) -> Rendered {
     let mut others = Vec::new();
     let mut gitops: Vec<GitOpsTarget> = Vec::new();
     for target in &ir.targets {
-        if let Runtime::Kubernetes {
-            context, namespace, ..
-        } = &target.runtime
-        {
-            let cluster = cluster_entry(&mut clusters, context);
-            cluster.targets.push(target.name.clone());
-            let ns = namespace_object(namespace, &plan.plan_id);
-            if !cluster.manifests.contains(&ns) {
-                cluster.manifests.push(ns);
+        match &target.runtime {
+            Runtime::Kubernetes {
+                context, namespace, ..
+            } => {
+                let cluster = cluster_entry(&mut clusters, context);
+                cluster.targets.push(target.name.clone());
+                let ns = namespace_object(namespace, &plan.plan_id);
+                if !cluster.manifests.contains(&ns) {
+                    cluster.manifests.push(ns);
+                }
             }
+            // Every Arc target has its folder and its kustomization, placements or not: an
+            // idle one's folder holds its Namespace only (what ran there is pruned by Flux),
+            // and its cluster keeps its Flux configuration.
+            Runtime::Arc {
+                cluster,
+                repo,
+                branch,
+                path,
+                namespace,
+                ..
+            } => {
+                gitops_entry(
+                    &mut gitops,
+                    target,
+                    (cluster, repo, branch, path, namespace),
+                    &plan.plan_id,
+                );
+            }
+            _ => {}
         }
     }
     for wp in &plan.workloads {
