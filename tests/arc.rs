@@ -344,6 +344,93 @@ fn workload_identity_authenticates_with_the_federated_token() {
 }
 
 #[test]
+fn a_managed_identity_gets_its_token_from_the_app_service_endpoint() {
+    let s = Setup::new();
+    let endpoint = format!("{}{}", s.arm.url, arm::MSI_PATH);
+    let env = [
+        ("AZURE_CLIENT_SECRET", ""),
+        ("IDENTITY_ENDPOINT", endpoint.as_str()),
+        ("IDENTITY_HEADER", arm::IDENTITY_HEADER),
+    ];
+    let spec = s.spec.display().to_string();
+    let (code, _, err) = s.berth(&["apply", &spec], &env);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("configuration `berth` created"), "{err}");
+    assert_eq!(
+        s.arm.tokens_issued(),
+        1,
+        "one token, from the endpoint, reached ARM"
+    );
+    // A wrong identity header is refused by the endpoint, and said so without the secret.
+    let env = [
+        ("AZURE_CLIENT_SECRET", ""),
+        ("IDENTITY_ENDPOINT", endpoint.as_str()),
+        ("IDENTITY_HEADER", "wrong"),
+    ];
+    let (code, out, err) = s.berth(&["status", &spec], &env);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("not read: no Azure token"), "{out}{err}");
+}
+
+#[test]
+fn the_azure_cli_credential_runs_az_and_its_token_reaches_arm() {
+    let s = Setup::new();
+    let token = s.arm.issue_token();
+    let bin = s.dir.path().join("bin");
+    std::fs::create_dir(&bin).expect("mkdir");
+    let calls = s.dir.path().join("az-calls");
+    let scope = format!("{}/.default", s.arm.url);
+    // A stub `az` printing what `az account get-access-token -o json` prints.
+    let script = format!(
+        r#"#!/bin/sh
+echo "$@" >> '{calls}'
+if [ "$*" != "account get-access-token -o json --scope {scope}" ]; then
+  echo "ERROR: unexpected arguments: $*" >&2; exit 2
+fi
+cat <<'EOF'
+{{
+  "accessToken": "{token}",
+  "expiresOn": "2099-01-01 00:00:00.000000",
+  "expires_on": 4070908800,
+  "subscription": "0000",
+  "tenant": "{tenant}",
+  "tokenType": "Bearer"
+}}
+EOF
+"#,
+        calls = calls.display(),
+        tenant = arm::TENANT,
+    );
+    let az = bin.join("az");
+    std::fs::write(&az, script).expect("write az");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&az, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let env = [("AZURE_CLIENT_SECRET", ""), ("PATH", path.as_str())];
+    let spec = s.spec.display().to_string();
+    let (code, out, err) = s.berth(&["apply", &spec], &env);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("configuration `berth` created"), "{err}");
+    assert!(!out.contains(&token) && !err.contains(&token));
+    let ran = std::fs::read_to_string(&calls).expect("az ran");
+    assert!(ran.contains("account get-access-token"), "{ran}");
+    assert_eq!(s.arm.tokens_issued(), 1, "no other token was asked for");
+    // `az` without a login: its own message, as the Azure CLI credential reports it.
+    std::fs::write(
+        &az,
+        "#!/bin/sh\necho \"ERROR: Please run 'az login' to setup account.\" >&2\nexit 1\n",
+    )
+    .expect("write az");
+    let (code, out, err) = s.berth(&["status", &spec], &env);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("az login"), "{out}{err}");
+}
+
+#[test]
 fn a_forbidden_write_names_the_action_and_the_role() {
     let s = Setup::new();
     s.arm.fault(On::PutConfiguration, Fault::Forbidden);

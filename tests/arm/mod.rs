@@ -28,6 +28,10 @@ pub const CLIENT_ID: &str = "0b6d8b9a-berth-test-client";
 pub const CLIENT_SECRET: &str = "client-secret-do-not-print";
 /// The Kubernetes service-account token a workload-identity pod would hold.
 pub const FEDERATED_TOKEN: &str = "federated-sa-token-do-not-print";
+/// The secret an App Service managed-identity endpoint expects in `X-IDENTITY-HEADER`.
+pub const IDENTITY_HEADER: &str = "identity-header-do-not-print";
+/// Where the double serves the App Service managed-identity token endpoint.
+pub const MSI_PATH: &str = "/msi/token";
 pub const FLUX_API: &str = "2025-04-01";
 pub const EXTENSION_API: &str = "2025-03-01";
 
@@ -134,6 +138,7 @@ impl ArmDouble {
         };
         let router = Router::new()
             .route("/{tenant}/oauth2/v2.0/token", post(token))
+            .route(MSI_PATH, axum::routing::get(managed_identity))
             .fallback(any(arm))
             .with_state(shared.clone());
         let listener = runtime
@@ -202,6 +207,16 @@ impl ArmDouble {
 
     pub fn clear_log(&self) {
         self.lock().log.clear();
+    }
+
+    /// A token ARM accepts, issued as if Entra had given it to someone else (the Azure CLI's
+    /// `az login`), for a stub `az` to print.
+    pub fn issue_token(&self) -> String {
+        let mut inner = self.lock();
+        inner.tokens_issued += 1;
+        let token = format!("cli-token-{}-do-not-print", inner.tokens_issued);
+        inner.valid_tokens.push(token.clone());
+        token
     }
 
     pub fn tokens_issued(&self) -> u32 {
@@ -314,6 +329,64 @@ async fn token(State(shared): State<Shared>, Path(tenant): Path<String>, body: B
         .to_string(),
     )
         .into_response()
+}
+
+/// The App Service managed-identity endpoint (`IDENTITY_ENDPOINT`, API 2019-08-01), as Azure
+/// App Service, Functions and Container Apps serve it: `GET ?api-version=2019-08-01&resource=…
+/// [&client_id=…]` with the `X-IDENTITY-HEADER` secret; the answer
+/// `{ access_token, expires_on (seconds, as a string), resource, token_type }`.
+async fn managed_identity(
+    State(shared): State<Shared>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let refuse = |status: StatusCode, message: &str| {
+        (
+            status,
+            [("content-type", "application/json")],
+            json!({ "statusCode": status.as_u16(), "message": message }).to_string(),
+        )
+            .into_response()
+    };
+    if headers
+        .get("x-identity-header")
+        .and_then(|v| v.to_str().ok())
+        != Some(IDENTITY_HEADER)
+    {
+        return refuse(
+            StatusCode::UNAUTHORIZED,
+            "The identity header is missing or wrong.",
+        );
+    }
+    if query.get("api-version").map(String::as_str) != Some("2019-08-01") {
+        return refuse(StatusCode::BAD_REQUEST, "The api-version is not supported.");
+    }
+    if query.get("client_id").is_some_and(|id| id != CLIENT_ID) {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            "The requested identity has not been assigned to this resource.",
+        );
+    }
+    let base = shared.base.lock().expect("lock").clone();
+    let resource = query.get("resource").cloned().unwrap_or_default();
+    if resource != base {
+        return refuse(StatusCode::BAD_REQUEST, "The resource is not valid.");
+    }
+    let mut inner = shared.inner.lock().expect("lock");
+    inner.tokens_issued += 1;
+    let access_token = format!("msi-token-{}-do-not-print", inner.tokens_issued);
+    inner.valid_tokens.push(access_token.clone());
+    let expires_on = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() + 3600)
+        .unwrap_or(0);
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "access_token": access_token, "expires_on": expires_on.to_string(),
+            "resource": resource, "token_type": "Bearer",
+        }),
+    )
 }
 
 fn url_form(body: &[u8]) -> HashMap<String, String> {
