@@ -52,7 +52,6 @@ pub struct Configured {
 
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 struct Record {
-    configuration: String,
     clusters: Vec<Configured>,
 }
 
@@ -204,10 +203,7 @@ fn next_record(targets: &[&GitOpsTarget], on_branch: Record, pending: &[String])
             clusters.push(c);
         }
     }
-    Record {
-        configuration: super::arm::flux::CONFIG_NAME.to_string(),
-        clusters,
-    }
+    Record { clusters }
 }
 
 /// A folder of the record that is safe to remove: relative, made of plain names only, and

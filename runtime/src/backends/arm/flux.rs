@@ -551,6 +551,7 @@ mod tests {
             branch: "main".to_string(),
             path: path.to_string(),
             namespace: "ml".to_string(),
+            context: name.to_string(),
             manifests: Vec::new(),
         }
     }

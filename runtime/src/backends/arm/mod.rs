@@ -16,6 +16,7 @@ pub mod flux;
 pub mod transport;
 
 use crate::backends::k8s::render::GitOpsTarget;
+use crate::backends::k8s::workloads::WorkloadStatus;
 use client::{ArmClient, CredentialFactory, RetryPolicy};
 use flux::{Ensured, FluxState};
 use std::sync::Arc;
@@ -39,6 +40,11 @@ pub struct SiteStatus {
     pub targets: Vec<String>,
     /// `Ok(None)`: no Flux configuration `berth` on the cluster.
     pub state: Result<Option<FluxState>, String>,
+    /// The kubeconfig context the replicas were read through.
+    pub context: Option<String>,
+    /// Desired vs ready replicas read from the cluster itself (ARM does not carry them), or
+    /// why they were not; `None`: not looked for.
+    pub replicas: Option<Result<Vec<WorkloadStatus>, String>>,
 }
 
 /// The result of one pass over every cluster, with the ARM requests it made.
@@ -242,6 +248,8 @@ pub fn status(gitops: &[GitOpsTarget]) -> Pass<SiteStatus> {
                 cluster: v.cluster,
                 targets: v.targets,
                 state: v.result,
+                context: None,
+                replicas: None,
             })
             .collect(),
     }
@@ -278,6 +286,17 @@ impl StatusReport {
             .iter()
             .map(|s| {
                 let mut doc = serde_json::json!({ "cluster": s.cluster, "targets": s.targets });
+                match &s.replicas {
+                    None => {}
+                    Some(Ok(workloads)) => {
+                        doc["context"] = s.context.clone().into();
+                        doc["workloads"] = serde_json::json!(workloads);
+                    }
+                    Some(Err(e)) => {
+                        doc["context"] = s.context.clone().into();
+                        doc["replicas_error"] = e.clone().into();
+                    }
+                }
                 match &s.state {
                     Err(e) => doc["error"] = e.clone().into(),
                     Ok(None) => doc["configuration"] = serde_json::Value::Null,
@@ -347,15 +366,31 @@ impl StatusReport {
                     }
                 }
             }
+            match &s.replicas {
+                None => {}
+                Some(Err(e)) => writeln!(ui.out, "  replicas not read: {e}")?,
+                Some(Ok(workloads)) if workloads.is_empty() => writeln!(
+                    ui.out,
+                    "  no workload of {} in context `{}`",
+                    quoted(&s.targets),
+                    s.context.as_deref().unwrap_or("")
+                )?,
+                Some(Ok(workloads)) => {
+                    for w in workloads {
+                        writeln!(
+                            ui.out,
+                            "  {:<12} {:<20} {}/{} ready  {}",
+                            w.target, w.workload, w.ready, w.desired, w.object
+                        )?;
+                    }
+                }
+            }
         }
         Ok(())
     }
 }
 
-/// The last segment of a cluster's resource id (`eu-gpu`), or the id when it has none.
-pub fn cluster_name(id: &str) -> &str {
-    id.trim_end_matches('/').rsplit('/').next().unwrap_or(id)
-}
+pub use crate::backends::k8s::render::cluster_name;
 
 /// `` `a`, `b` ``.
 pub fn quoted(names: &[String]) -> String {

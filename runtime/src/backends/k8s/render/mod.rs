@@ -26,8 +26,8 @@ mod pod;
 mod staging;
 mod yaml;
 
-pub use gitops::GitOpsTarget;
 use gitops::gitops_entry;
+pub use gitops::{GitOpsTarget, cluster_name};
 pub use names::{cpu_quantity, dns_label, label_value, labels, memory_quantity, plan_label};
 use names::{env_name, object_name};
 pub use nim::{NIM_MOUNT, NIM_SERVICE, NimSource, nim_source};
@@ -252,12 +252,13 @@ pub fn render(ir: &Ir, plan: &Plan) -> Rendered {
                 branch,
                 path,
                 namespace,
+                context,
                 ..
             } => {
                 gitops_entry(
                     &mut gitops,
                     target,
-                    (cluster, repo, branch, path, namespace),
+                    (cluster, repo, branch, path, namespace, context.as_deref()),
                     &plan.plan_id,
                 );
             }
@@ -306,13 +307,14 @@ pub fn render(ir: &Ir, plan: &Plan) -> Rendered {
                     branch,
                     path,
                     namespace,
+                    context,
                     ..
                 } => {
                     let site = sharing(namespace, &|p| p.target == placement.target);
                     gitops_entry(
                         &mut gitops,
                         target,
-                        (cluster, repo, branch, path, namespace),
+                        (cluster, repo, branch, path, namespace, context.as_deref()),
                         &plan.plan_id,
                     )
                     .manifests
