@@ -430,6 +430,190 @@ EOF
     assert!(out.contains("az login"), "{out}{err}");
 }
 
+/// The spec's repository replaced by `url`, which git reaches as the test's bare repository
+/// (`url.<bare>.insteadOf`), and that rewrite's environment.
+fn private_repo(s: &Setup, url: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(s.spec.join("arc.berth")).expect("spec");
+    std::fs::write(s.spec.join("arc.berth"), text.replace(&s.repo, url)).expect("spec");
+    vec![
+        ("GIT_CONFIG_COUNT".to_string(), "1".to_string()),
+        (
+            "GIT_CONFIG_KEY_0".to_string(),
+            format!("url.{}.insteadOf", s.repo),
+        ),
+        ("GIT_CONFIG_VALUE_0".to_string(), url.to_string()),
+    ]
+}
+
+fn b64(text: &str) -> String {
+    base64::Engine::encode(&base64::engine::general_purpose::STANDARD, text)
+}
+
+#[test]
+fn private_https_credentials_are_sent_write_only_and_again_only_when_they_change() {
+    let s = Setup::new();
+    let mut env = private_repo(&s, "https://git.example.com/gitops.git");
+    let key_file = s.dir.path().join("https-key");
+    std::fs::write(&key_file, "pat-one-do-not-print\n").expect("key");
+    env.push(("BERTH_FLUX_HTTPS_USER".into(), "bot".into()));
+    env.push((
+        "BERTH_FLUX_HTTPS_KEY_FILE".into(),
+        key_file.display().to_string(),
+    ));
+    env.push((
+        "XDG_STATE_HOME".into(),
+        s.dir.path().join("state").display().to_string(),
+    ));
+    let run = |env: &[(String, String)], args: &[&str]| {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let spec = s.spec.display().to_string();
+        let mut all = args.to_vec();
+        all.push(&spec);
+        let (code, out, err) = s.berth(&all, &env);
+        for secret in [
+            "pat-one",
+            "pat-two",
+            &b64("pat-one-do-not-print"),
+            &b64("pat-two-do-not-print"),
+        ] {
+            assert!(!out.contains(secret) && !err.contains(secret), "{out}{err}");
+        }
+        (code, out, err)
+    };
+    let (code, _, err) = run(&env, &["apply"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("configuration `berth` created"), "{err}");
+    let sent = s
+        .arm
+        .protected_settings(&configuration_path())
+        .expect("sent");
+    assert_eq!(
+        sent.get("httpsKey").map(String::as_str),
+        Some("pat-one-do-not-print")
+    );
+    let config = s.arm.resource(&configuration_path()).expect("stored");
+    assert_eq!(config["properties"]["gitRepository"]["httpsUser"], "bot");
+    assert_eq!(
+        config["properties"]["gitRepository"]["url"],
+        "https://git.example.com/gitops.git"
+    );
+    assert!(config["properties"]["configurationProtectedSettings"].is_null());
+
+    // The same credentials again: nothing to write.
+    s.arm.clear_log();
+    let (code, _, err) = run(&env, &["apply"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("configuration `berth` unchanged"), "{err}");
+    assert!(s.puts().is_empty(), "{:?}", s.arm.log());
+
+    // A rotated key: the diff names the field, never the value; the apply sends it.
+    std::fs::write(&key_file, "pat-two-do-not-print").expect("key");
+    let (code, _, err) = run(&env, &["diff"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("properties.configurationProtectedSettings: sent again"),
+        "{err}"
+    );
+    let (code, out, err) = run(&env, &["--output", "json", "diff"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("configurationProtectedSettings"), "{out}");
+    assert!(s.puts().is_empty(), "a dry run writes nothing");
+    let (code, _, err) = run(&env, &["apply"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(s.puts().len(), 1, "{:?}", s.arm.log());
+    let sent = s
+        .arm
+        .protected_settings(&configuration_path())
+        .expect("sent");
+    assert_eq!(
+        sent.get("httpsKey").map(String::as_str),
+        Some("pat-two-do-not-print")
+    );
+
+    // Another machine (no record of what was sent from it): sent once, then not again.
+    let elsewhere = s.dir.path().join("elsewhere").display().to_string();
+    env.retain(|(k, _)| k != "XDG_STATE_HOME");
+    env.push(("XDG_STATE_HOME".into(), elsewhere));
+    s.arm.clear_log();
+    assert_eq!(run(&env, &["apply"]).0, 0);
+    assert_eq!(s.puts().len(), 1);
+    s.arm.clear_log();
+    assert_eq!(run(&env, &["apply"]).0, 0);
+    assert!(s.puts().is_empty());
+}
+
+#[test]
+fn private_ssh_credentials_carry_the_key_write_only_and_the_known_hosts_readable() {
+    let s = Setup::new();
+    let mut env = private_repo(&s, "ssh://git@git.example.com/gitops.git");
+    let key = s.dir.path().join("id_ed25519");
+    let known_hosts = s.dir.path().join("known_hosts");
+    let key_text = "-----BEGIN OPENSSH PRIVATE KEY-----\nssh-key-do-not-print\n-----END OPENSSH PRIVATE KEY-----\n";
+    std::fs::write(&key, key_text).expect("key");
+    std::fs::write(
+        &known_hosts,
+        "git.example.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE\n",
+    )
+    .expect("known hosts");
+    env.push(("BERTH_FLUX_SSH_KEY_FILE".into(), key.display().to_string()));
+    env.push((
+        "BERTH_FLUX_KNOWN_HOSTS_FILE".into(),
+        known_hosts.display().to_string(),
+    ));
+    env.push((
+        "XDG_STATE_HOME".into(),
+        s.dir.path().join("state").display().to_string(),
+    ));
+    let env_ref: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let spec = s.spec.display().to_string();
+    let (code, out, err) = s.berth(&["apply", &spec], &env_ref);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains(&b64(key_text)) && !err.contains(&b64(key_text)));
+    let sent = s
+        .arm
+        .protected_settings(&configuration_path())
+        .expect("sent");
+    assert_eq!(
+        sent.get("sshPrivateKey").map(String::as_str),
+        Some(key_text)
+    );
+    let config = s.arm.resource(&configuration_path()).expect("stored");
+    assert_eq!(
+        config["properties"]["gitRepository"]["sshKnownHosts"],
+        b64("git.example.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE\n")
+    );
+    // SSH credentials for an HTTPS repository: refused, nothing sent.
+    let text = std::fs::read_to_string(s.spec.join("arc.berth")).expect("spec");
+    std::fs::write(
+        s.spec.join("arc.berth"),
+        text.replace(
+            "ssh://git@git.example.com/gitops.git",
+            "https://git.example.com/gitops.git",
+        ),
+    )
+    .expect("spec");
+    let mut env = env.clone();
+    env.retain(|(k, _)| !k.starts_with("GIT_CONFIG"));
+    env.extend([
+        ("GIT_CONFIG_COUNT".to_string(), "1".to_string()),
+        (
+            "GIT_CONFIG_KEY_0".to_string(),
+            format!("url.{}.insteadOf", s.repo),
+        ),
+        (
+            "GIT_CONFIG_VALUE_0".to_string(),
+            "https://git.example.com/gitops.git".to_string(),
+        ),
+    ]);
+    let env_ref: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let (code, _, err) = s.berth(&["apply", &spec], &env_ref);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("SSH source credentials are set but the repository `https://git.example.com/gitops.git` is not an SSH URL"),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_forbidden_write_names_the_action_and_the_role() {
     let s = Setup::new();

@@ -92,6 +92,9 @@ struct Inner {
     lro_polls: u32,
     /// The next operation ends `Failed` with this code and message.
     fail_next_operation: Option<(String, String)>,
+    /// Each Flux configuration's `configurationProtectedSettings` as last PUT: write-only,
+    /// never in a GET.
+    protected: BTreeMap<String, Value>,
 }
 
 #[derive(Clone)]
@@ -236,6 +239,27 @@ impl ArmDouble {
         self.lock()
             .resources
             .insert(path.to_ascii_lowercase(), resource);
+    }
+
+    /// The protected settings the last PUT of the configuration at `path` carried (decoded
+    /// from base64), as the Arc agent would hand them to Flux.
+    pub fn protected_settings(&self, path: &str) -> Option<BTreeMap<String, String>> {
+        let inner = self.lock();
+        let settings = inner.protected.get(&path.to_ascii_lowercase())?;
+        Some(
+            settings
+                .as_object()?
+                .iter()
+                .map(|(k, v)| {
+                    let bytes = base64::Engine::decode(
+                        &base64::engine::general_purpose::STANDARD,
+                        v.as_str().unwrap_or(""),
+                    )
+                    .expect("validated as base64");
+                    (k.clone(), String::from_utf8_lossy(&bytes).into_owned())
+                })
+                .collect(),
+        )
     }
 
     /// Writes the read-only status fields of a stored Flux configuration, as the cluster's
@@ -720,6 +744,30 @@ fn handle(
             }
             let mut props = request["properties"].clone();
             let p = props.as_object_mut().expect("object");
+            // Write-only: kept aside, never returned. Their values are base64, as the Flux
+            // extension decodes them (`httpsKey`, `sshPrivateKey`, …). A PUT replaces the
+            // resource, so a PUT without them leaves none.
+            match p.remove("configurationProtectedSettings") {
+                Some(Value::Object(settings)) => {
+                    if let Some((name, _)) = settings.iter().find(|(_, v)| {
+                        base64::Engine::decode(
+                            &base64::engine::general_purpose::STANDARD,
+                            v.as_str().unwrap_or("!"),
+                        )
+                        .is_err()
+                    }) {
+                        return error(
+                            StatusCode::BAD_REQUEST,
+                            "InvalidRequestContent",
+                            &format!("The protected setting '{name}' is not base64-encoded."),
+                        );
+                    }
+                    inner.protected.insert(key.clone(), Value::Object(settings));
+                }
+                _ => {
+                    inner.protected.remove(&key);
+                }
+            }
             // Defaults the specification declares.
             p.entry("scope").or_insert(json!("cluster"));
             p.entry("namespace").or_insert(json!("default"));

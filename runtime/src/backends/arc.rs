@@ -360,7 +360,10 @@ pub fn redact_url(text: &str, url: &str) -> String {
     let Some((userinfo, host)) = rest.split_once('@') else {
         return text.to_string();
     };
-    if userinfo.contains('/') {
+    // An SSH URL's user (`ssh://git@host/…`) is a name, not a secret, and replacing it
+    // everywhere would garble the text (`git`); only a password there is redacted.
+    let ssh = scheme.eq_ignore_ascii_case("ssh") || scheme.eq_ignore_ascii_case("git+ssh");
+    if userinfo.contains('/') || (ssh && !userinfo.contains(':')) {
         return text.to_string();
     }
     text.replace(url, &format!("{scheme}://{host}"))
@@ -382,5 +385,10 @@ mod tests {
             "{clean}"
         );
         assert_eq!(redact_url("x", "/srv/repo.git"), "x");
+        let ssh = "ssh://git@git.example.com/gitops.git";
+        assert_eq!(
+            redact_url(&format!("`git clone` of {ssh}"), ssh),
+            format!("`git clone` of {ssh}")
+        );
     }
 }

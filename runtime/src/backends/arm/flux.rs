@@ -9,6 +9,7 @@
 //! over the fields berth sets (a re-apply of the same plan makes no write).
 
 use super::client::{ArmClient, ArmError, Deleted, Written};
+use super::source::{Sent, SourceAuth};
 use crate::backends::arc::redact_url;
 use crate::backends::k8s::render::GitOpsTarget;
 use serde_json::{Value, json};
@@ -94,7 +95,7 @@ impl ClusterId {
 pub struct FluxSite {
     pub cluster: ClusterId,
     /// The repository URL as Flux will fetch it (user-info removed: credentials for a private
-    /// repository are the cluster's, never carried in the configuration).
+    /// repository go in the configuration's source credentials, [`super::source`]).
     pub repo_url: String,
     pub branch: String,
     /// Kustomization name → folder in the repository.
@@ -306,12 +307,24 @@ pub struct Ensured {
     pub configuration: Step,
 }
 
+/// The source credentials to put in the configurations, and what this machine last sent.
+pub struct Sources {
+    pub auth: SourceAuth,
+    pub sent: std::sync::Mutex<Sent>,
+}
+
 /// Makes the cluster's Flux extension and configuration what berth wants.
-pub async fn ensure(client: &ArmClient, site: &FluxSite, dry_run: bool) -> Result<Ensured, String> {
+pub async fn ensure(
+    client: &ArmClient,
+    site: &FluxSite,
+    sources: &Sources,
+    dry_run: bool,
+) -> Result<Ensured, String> {
+    sources.auth.check_url(&site.repo_url)?;
     let extension = ensure_extension(client, &site.cluster, dry_run)
         .await
         .map_err(|e| format!("Flux extension: {e}"))?;
-    let configuration = ensure_configuration(client, site, dry_run)
+    let configuration = ensure_configuration(client, site, sources, dry_run)
         .await
         .map_err(|e| format!("Flux configuration `{CONFIG_NAME}`: {e}"))?;
     Ok(Ensured {
@@ -360,10 +373,19 @@ async fn ensure_extension(
 async fn ensure_configuration(
     client: &ArmClient,
     site: &FluxSite,
+    sources: &Sources,
     dry_run: bool,
 ) -> Result<Step, String> {
     let path = site.cluster.configuration();
-    let desired = desired_configuration(site);
+    let mut desired = desired_configuration(site);
+    sources.auth.set_public(&mut desired);
+    let cluster = site.cluster.path();
+    let fingerprint = sources.auth.fingerprint(&cluster, &site.repo_url);
+    let stale = fingerprint.is_some()
+        && sources
+            .sent
+            .lock()
+            .map_or(true, |sent| sent.get(&cluster) != fingerprint.as_deref());
     let live = client
         .get(&path, FLUX_API_VERSION)
         .await
@@ -372,7 +394,16 @@ async fn ensure_configuration(
         None if dry_run => return Ok(Step::WouldCreate),
         None => Step::Created,
         Some(live) => {
-            let changes = differences(&desired, live);
+            let mut changes = differences(&desired, live);
+            if stale {
+                // Write-only: ARM never returns them, so what is compared is what this machine
+                // last sent (none, or other credentials).
+                changes.push(
+                    "properties.configurationProtectedSettings: sent again (write-only; not \
+                     sent from here with these credentials before)"
+                        .to_string(),
+                );
+            }
             if changes.is_empty() {
                 return Ok(Step::Unchanged);
             }
@@ -390,11 +421,16 @@ async fn ensure_configuration(
             Step::Updated(changes)
         }
     };
+    let mut body = desired;
+    sources.auth.set_protected(&mut body);
     let Written::Done(resource) = client
-        .put(&path, FLUX_API_VERSION, &desired)
+        .put(&path, FLUX_API_VERSION, &body)
         .await
         .map_err(|e: ArmError| e.to_string())?;
     succeeded(&resource)?;
+    if let Ok(mut sent) = sources.sent.lock() {
+        sent.set(&cluster, fingerprint);
+    }
     Ok(step)
 }
 

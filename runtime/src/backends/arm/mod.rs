@@ -13,6 +13,7 @@
 pub mod client;
 pub mod credential;
 pub mod flux;
+pub mod source;
 pub mod transport;
 
 use crate::backends::k8s::render::GitOpsTarget;
@@ -153,8 +154,14 @@ fn per_site<T>(
 /// Ensures every cluster's Flux extension and configuration (in a dry run, reads them and
 /// says what would change).
 pub fn apply(gitops: &[GitOpsTarget], dry_run: bool) -> Pass<SiteReport> {
-    let pass = per_site(gitops, async |client, site| {
-        flux::ensure(client, site, dry_run).await
+    let env = |name: &str| std::env::var(name).ok();
+    let sources = source::SourceAuth::from_env(&env).map(|auth| flux::Sources {
+        auth,
+        sent: std::sync::Mutex::new(source::Sent::load()),
+    });
+    let pass = per_site(gitops, async |client, site| match &sources {
+        Ok(sources) => flux::ensure(client, site, sources, dry_run).await,
+        Err(e) => Err(format!("source credentials: {e}")),
     });
     Pass {
         calls: pass.calls,
