@@ -1,7 +1,8 @@
 //! A test double of Azure Resource Manager and of the Microsoft Entra token endpoint, for the
 //! parts berth uses: `Microsoft.KubernetesConfiguration` extensions (2025-03-01) and
-//! fluxConfigurations (2025-04-01) under a connected cluster, their asynchronous operations,
-//! and the client-credentials token flow. Written from the published REST specification (its
+//! fluxConfigurations (2025-04-01) under a connected cluster, their asynchronous operations
+//! (create, update, and `FluxConfigurations_Delete`), write-only protected settings, the
+//! client-credentials token flow, and App Service's managed-identity token endpoint. Written from the published REST specification (its
 //! paths, status codes, headers, error envelope and examples); every PUT body is validated
 //! against the JSON Schemas in `tests/data/arm/` written from it. HTTPS on 127.0.0.1 with a
 //! test CA. What it models and what it does not: docs/runtime-arc.md.
