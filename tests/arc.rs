@@ -84,6 +84,39 @@ workload echo {{
         std::fs::write(self.spec.join("arc.berth"), text).expect("write spec");
     }
 
+    /// A spec of the Arc targets `(name, cluster, path)`, all on the test repository's `main`,
+    /// and the one workload.
+    fn write_targets(&self, targets: &[(&str, &str, &str)]) {
+        let mut text = String::new();
+        for (name, cluster, path) in targets {
+            text.push_str(&format!(
+                r#"target {name} {{
+  class        = cloud
+  runtime      = arc {{ cluster = "{cluster}"
+                      repo = "{repo}"  branch = "main"  path = "{path}"  namespace = "ml" }}
+  connectivity = connected
+  cpu    = 16
+  memory = 64GiB
+}}
+
+"#,
+                repo = self.repo
+            ));
+        }
+        text.push_str(
+            r#"workload echo {
+  release  = "1"
+  image    = "registry.example.com/echo:1"
+  class    = production
+  identity = service_account("echo")
+  replicas = 1
+  resources { cpu = 1  memory = 1GiB }
+}
+"#,
+        );
+        std::fs::write(self.spec.join("arc.berth"), text).expect("write spec");
+    }
+
     /// Runs berth with the double's environment; (exit code, stdout, stderr).
     fn berth(&self, args: &[&str], extra_env: &[(&str, &str)]) -> (i32, String, String) {
         let mut command = Command::new(env!("CARGO_BIN_EXE_berth"));
@@ -311,6 +344,277 @@ fn workload_identity_authenticates_with_the_federated_token() {
 }
 
 #[test]
+fn a_managed_identity_gets_its_token_from_the_app_service_endpoint() {
+    let s = Setup::new();
+    let endpoint = format!("{}{}", s.arm.url, arm::MSI_PATH);
+    let env = [
+        ("AZURE_CLIENT_SECRET", ""),
+        ("IDENTITY_ENDPOINT", endpoint.as_str()),
+        ("IDENTITY_HEADER", arm::IDENTITY_HEADER),
+    ];
+    let spec = s.spec.display().to_string();
+    let (code, _, err) = s.berth(&["apply", &spec], &env);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("configuration `berth` created"), "{err}");
+    assert_eq!(
+        s.arm.tokens_issued(),
+        1,
+        "one token, from the endpoint, reached ARM"
+    );
+    // A wrong identity header is refused by the endpoint, and said so without the secret.
+    let env = [
+        ("AZURE_CLIENT_SECRET", ""),
+        ("IDENTITY_ENDPOINT", endpoint.as_str()),
+        ("IDENTITY_HEADER", "wrong"),
+    ];
+    let (code, out, err) = s.berth(&["status", &spec], &env);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("not read: no Azure token"), "{out}{err}");
+}
+
+#[test]
+fn the_azure_cli_credential_runs_az_and_its_token_reaches_arm() {
+    let s = Setup::new();
+    let token = s.arm.issue_token();
+    let bin = s.dir.path().join("bin");
+    std::fs::create_dir(&bin).expect("mkdir");
+    let calls = s.dir.path().join("az-calls");
+    let scope = format!("{}/.default", s.arm.url);
+    // A stub `az` printing what `az account get-access-token -o json` prints.
+    let script = format!(
+        r#"#!/bin/sh
+echo "$@" >> '{calls}'
+if [ "$*" != "account get-access-token -o json --scope {scope}" ]; then
+  echo "ERROR: unexpected arguments: $*" >&2; exit 2
+fi
+cat <<'EOF'
+{{
+  "accessToken": "{token}",
+  "expiresOn": "2099-01-01 00:00:00.000000",
+  "expires_on": 4070908800,
+  "subscription": "0000",
+  "tenant": "{tenant}",
+  "tokenType": "Bearer"
+}}
+EOF
+"#,
+        calls = calls.display(),
+        tenant = arm::TENANT,
+    );
+    let az = bin.join("az");
+    std::fs::write(&az, script).expect("write az");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&az, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let env = [("AZURE_CLIENT_SECRET", ""), ("PATH", path.as_str())];
+    let spec = s.spec.display().to_string();
+    let (code, out, err) = s.berth(&["apply", &spec], &env);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("configuration `berth` created"), "{err}");
+    assert!(!out.contains(&token) && !err.contains(&token));
+    let ran = std::fs::read_to_string(&calls).expect("az ran");
+    assert!(ran.contains("account get-access-token"), "{ran}");
+    assert_eq!(s.arm.tokens_issued(), 1, "no other token was asked for");
+    // `az` without a login: its own message, as the Azure CLI credential reports it.
+    std::fs::write(
+        &az,
+        "#!/bin/sh\necho \"ERROR: Please run 'az login' to setup account.\" >&2\nexit 1\n",
+    )
+    .expect("write az");
+    let (code, out, err) = s.berth(&["status", &spec], &env);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("az login"), "{out}{err}");
+}
+
+/// The spec's repository replaced by `url`, which git reaches as the test's bare repository
+/// (`url.<bare>.insteadOf`), and that rewrite's environment.
+fn private_repo(s: &Setup, url: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(s.spec.join("arc.berth")).expect("spec");
+    std::fs::write(s.spec.join("arc.berth"), text.replace(&s.repo, url)).expect("spec");
+    vec![
+        ("GIT_CONFIG_COUNT".to_string(), "1".to_string()),
+        (
+            "GIT_CONFIG_KEY_0".to_string(),
+            format!("url.{}.insteadOf", s.repo),
+        ),
+        ("GIT_CONFIG_VALUE_0".to_string(), url.to_string()),
+    ]
+}
+
+fn b64(text: &str) -> String {
+    base64::Engine::encode(&base64::engine::general_purpose::STANDARD, text)
+}
+
+#[test]
+fn private_https_credentials_are_sent_write_only_and_again_only_when_they_change() {
+    let s = Setup::new();
+    let mut env = private_repo(&s, "https://git.example.com/gitops.git");
+    let key_file = s.dir.path().join("https-key");
+    std::fs::write(&key_file, "pat-one-do-not-print\n").expect("key");
+    env.push(("BERTH_FLUX_HTTPS_USER".into(), "bot".into()));
+    env.push((
+        "BERTH_FLUX_HTTPS_KEY_FILE".into(),
+        key_file.display().to_string(),
+    ));
+    env.push((
+        "XDG_STATE_HOME".into(),
+        s.dir.path().join("state").display().to_string(),
+    ));
+    let run = |env: &[(String, String)], args: &[&str]| {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let spec = s.spec.display().to_string();
+        let mut all = args.to_vec();
+        all.push(&spec);
+        let (code, out, err) = s.berth(&all, &env);
+        for secret in [
+            "pat-one",
+            "pat-two",
+            &b64("pat-one-do-not-print"),
+            &b64("pat-two-do-not-print"),
+        ] {
+            assert!(!out.contains(secret) && !err.contains(secret), "{out}{err}");
+        }
+        (code, out, err)
+    };
+    let (code, _, err) = run(&env, &["apply"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("configuration `berth` created"), "{err}");
+    let sent = s
+        .arm
+        .protected_settings(&configuration_path())
+        .expect("sent");
+    assert_eq!(
+        sent.get("httpsKey").map(String::as_str),
+        Some("pat-one-do-not-print")
+    );
+    let config = s.arm.resource(&configuration_path()).expect("stored");
+    assert_eq!(config["properties"]["gitRepository"]["httpsUser"], "bot");
+    assert_eq!(
+        config["properties"]["gitRepository"]["url"],
+        "https://git.example.com/gitops.git"
+    );
+    assert!(config["properties"]["configurationProtectedSettings"].is_null());
+
+    // The same credentials again: nothing to write.
+    s.arm.clear_log();
+    let (code, _, err) = run(&env, &["apply"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("configuration `berth` unchanged"), "{err}");
+    assert!(s.puts().is_empty(), "{:?}", s.arm.log());
+
+    // A rotated key: the diff names the field, never the value; the apply sends it.
+    std::fs::write(&key_file, "pat-two-do-not-print").expect("key");
+    let (code, _, err) = run(&env, &["diff"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("properties.configurationProtectedSettings: sent again"),
+        "{err}"
+    );
+    let (code, out, err) = run(&env, &["--output", "json", "diff"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("configurationProtectedSettings"), "{out}");
+    assert!(s.puts().is_empty(), "a dry run writes nothing");
+    let (code, _, err) = run(&env, &["apply"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(s.puts().len(), 1, "{:?}", s.arm.log());
+    let sent = s
+        .arm
+        .protected_settings(&configuration_path())
+        .expect("sent");
+    assert_eq!(
+        sent.get("httpsKey").map(String::as_str),
+        Some("pat-two-do-not-print")
+    );
+
+    // Another machine (no record of what was sent from it): sent once, then not again.
+    let elsewhere = s.dir.path().join("elsewhere").display().to_string();
+    env.retain(|(k, _)| k != "XDG_STATE_HOME");
+    env.push(("XDG_STATE_HOME".into(), elsewhere));
+    s.arm.clear_log();
+    assert_eq!(run(&env, &["apply"]).0, 0);
+    assert_eq!(s.puts().len(), 1);
+    s.arm.clear_log();
+    assert_eq!(run(&env, &["apply"]).0, 0);
+    assert!(s.puts().is_empty());
+}
+
+#[test]
+fn private_ssh_credentials_carry_the_key_write_only_and_the_known_hosts_readable() {
+    let s = Setup::new();
+    let mut env = private_repo(&s, "ssh://git@git.example.com/gitops.git");
+    let key = s.dir.path().join("id_ed25519");
+    let known_hosts = s.dir.path().join("known_hosts");
+    let key_text = "-----BEGIN OPENSSH PRIVATE KEY-----\nssh-key-do-not-print\n-----END OPENSSH PRIVATE KEY-----\n";
+    std::fs::write(&key, key_text).expect("key");
+    std::fs::write(
+        &known_hosts,
+        "git.example.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE\n",
+    )
+    .expect("known hosts");
+    env.push(("BERTH_FLUX_SSH_KEY_FILE".into(), key.display().to_string()));
+    env.push((
+        "BERTH_FLUX_KNOWN_HOSTS_FILE".into(),
+        known_hosts.display().to_string(),
+    ));
+    env.push((
+        "XDG_STATE_HOME".into(),
+        s.dir.path().join("state").display().to_string(),
+    ));
+    let env_ref: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let spec = s.spec.display().to_string();
+    let (code, out, err) = s.berth(&["apply", &spec], &env_ref);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains(&b64(key_text)) && !err.contains(&b64(key_text)));
+    let sent = s
+        .arm
+        .protected_settings(&configuration_path())
+        .expect("sent");
+    assert_eq!(
+        sent.get("sshPrivateKey").map(String::as_str),
+        Some(key_text)
+    );
+    let config = s.arm.resource(&configuration_path()).expect("stored");
+    assert_eq!(
+        config["properties"]["gitRepository"]["sshKnownHosts"],
+        b64("git.example.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE\n")
+    );
+    // SSH credentials for an HTTPS repository: refused, nothing sent.
+    let text = std::fs::read_to_string(s.spec.join("arc.berth")).expect("spec");
+    std::fs::write(
+        s.spec.join("arc.berth"),
+        text.replace(
+            "ssh://git@git.example.com/gitops.git",
+            "https://git.example.com/gitops.git",
+        ),
+    )
+    .expect("spec");
+    let mut env = env.clone();
+    env.retain(|(k, _)| !k.starts_with("GIT_CONFIG"));
+    env.extend([
+        ("GIT_CONFIG_COUNT".to_string(), "1".to_string()),
+        (
+            "GIT_CONFIG_KEY_0".to_string(),
+            format!("url.{}.insteadOf", s.repo),
+        ),
+        (
+            "GIT_CONFIG_VALUE_0".to_string(),
+            "https://git.example.com/gitops.git".to_string(),
+        ),
+    ]);
+    let env_ref: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let (code, _, err) = s.berth(&["apply", &spec], &env_ref);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("SSH source credentials are set but the repository `https://git.example.com/gitops.git` is not an SSH URL"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_forbidden_write_names_the_action_and_the_role() {
     let s = Setup::new();
     s.arm.fault(On::PutConfiguration, Fault::Forbidden);
@@ -499,6 +803,220 @@ fn the_double_refuses_what_the_specification_refuses() {
         (status, body["error"]["code"].as_str()),
         (400, Some("InvalidRequestParameter"))
     );
+    // FluxConfigurations_Delete: 202 with the operation to follow, then 204 once it is gone.
+    let send = |method: reqwest::Method, url: String| {
+        rt.block_on(async {
+            let response = client
+                .request(method, url)
+                .bearer_auth(&bearer)
+                .send()
+                .await
+                .expect("request");
+            let status = response.status().as_u16();
+            let operation = response
+                .headers()
+                .get("azure-asyncoperation")
+                .map(|v| v.to_str().expect("ascii").to_string());
+            let text = response.text().await.unwrap_or_default();
+            let body = serde_json::from_str::<Value>(&text).unwrap_or(Value::Null);
+            (status, operation, body)
+        })
+    };
+    let at = |query: &str| format!("{}{config}?api-version={}{query}", s.arm.url, arm::FLUX_API);
+    let (status, _, body) = send(reqwest::Method::DELETE, at("&forceDelete=maybe"));
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("InvalidRequestParameter"))
+    );
+    let (status, operation, _) = send(reqwest::Method::DELETE, at(""));
+    assert_eq!(status, 202);
+    let operation = operation.expect("an Azure-AsyncOperation header");
+    let (_, _, live) = send(reqwest::Method::GET, at(""));
+    assert_eq!(live["properties"]["provisioningState"], "Deleting");
+    let (status, _, op) = send(reqwest::Method::GET, operation);
+    assert_eq!(
+        (status, op["status"].as_str()),
+        (200, Some("Succeeded")),
+        "{op}"
+    );
+    let (status, _, _) = send(reqwest::Method::GET, at(""));
+    assert_eq!(status, 404);
+    let (status, _, _) = send(reqwest::Method::DELETE, at("&forceDelete=true"));
+    assert_eq!(status, 204, "nothing to delete");
+    assert!(s.arm.resource(&extension).is_some(), "the extension stays");
+}
+
+const US: &str =
+    "/subscriptions/0000/resourceGroups/ai/providers/Microsoft.Kubernetes/connectedClusters/us";
+
+fn us_configuration(name: &str) -> String {
+    format!("{US}/providers/Microsoft.KubernetesConfiguration/fluxConfigurations/{name}")
+}
+
+#[test]
+fn a_cluster_no_target_names_any_more_loses_berths_configuration_and_nothing_else() {
+    let s = Setup::new();
+    s.write_targets(&[
+        ("eu_arc", CLUSTER, "clusters/eu"),
+        ("us_arc", US, "clusters/us"),
+    ]);
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        s.arm.resource(&us_configuration("berth")).is_some(),
+        "{err}"
+    );
+    let record = |s: &Setup| {
+        git(
+            &s.dir.path().join("gitops.git"),
+            &["show", "main:.berth/flux-configurations.json"],
+        )
+    };
+    let first = record(&s);
+    assert!(first.contains(US) && first.contains("us_arc"), "{first}");
+    // Someone else's configuration on the same cluster: never berth's to touch.
+    s.arm.insert(
+        &us_configuration("team"),
+        json!({"id": us_configuration("team"), "name": "team",
+               "properties": {"provisioningState": "Succeeded"}}),
+    );
+
+    // The spec drops `us_arc`. A refused delete keeps the cluster in the record.
+    s.write_targets(&[("eu_arc", CLUSTER, "clusters/eu")]);
+    s.arm.fault(On::DeleteConfiguration, Fault::Forbidden);
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(
+            "arc cluster `us` (`us_arc`, no longer in the plan): configuration `berth` not deleted"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("Microsoft.KubernetesConfiguration/fluxConfigurations/delete"),
+        "{err}"
+    );
+    assert!(
+        record(&s).contains(US),
+        "kept for the next apply: {}",
+        record(&s)
+    );
+
+    // A dry run says what would go, and deletes nothing.
+    s.arm.clear_log();
+    let (code, _, err) = s.apply(&["--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(
+            "arc cluster `us` (`us_arc`, no longer in the plan): configuration `berth` would delete"
+        ),
+        "{err}"
+    );
+    assert!(
+        s.arm.log().iter().all(|l| l.method == "GET"),
+        "{:?}",
+        s.arm.log()
+    );
+
+    // The apply deletes it (202, the operation followed), and records it.
+    s.arm.clear_log();
+    s.arm.set_lro_polls(1);
+    let audit = s.dir.path().join("audit.redb");
+    let audit_env = [("BERTH_AUDIT_LOG", audit.to_str().expect("utf-8"))];
+    let spec = s.spec.display().to_string();
+    let (code, out, err) = s.berth(&["--output", "json", "apply", &spec], &audit_env);
+    assert_eq!(code, 0, "{err}");
+    let doc: Value = serde_json::from_str(&out).expect("one JSON document");
+    assert_eq!(doc["arc_removed"][0]["cluster"], US, "{doc}");
+    assert_eq!(doc["arc_removed"][0]["result"], "deleted", "{doc}");
+    let deletes: Vec<_> = s
+        .arm
+        .log()
+        .into_iter()
+        .filter(|l| l.method == "DELETE")
+        .collect();
+    assert_eq!(deletes.len(), 1, "{deletes:?}");
+    assert_eq!(deletes[0].path, us_configuration("berth"));
+    assert_eq!(deletes[0].status, 202);
+    assert!(s.arm.resource(&us_configuration("berth")).is_none());
+    assert!(
+        s.arm.resource(&us_configuration("team")).is_some(),
+        "another's configuration stays"
+    );
+    assert!(
+        s.arm
+            .resource(&format!(
+                "{US}/providers/Microsoft.KubernetesConfiguration/extensions/flux"
+            ))
+            .is_some(),
+        "the extension stays"
+    );
+    assert!(
+        s.arm.resource(&configuration_path()).is_some(),
+        "eu keeps its configuration"
+    );
+    let now = record(&s);
+    assert!(!now.contains(US) && now.contains(CLUSTER), "{now}");
+    let files = git(
+        &s.dir.path().join("gitops.git"),
+        &["ls-tree", "-r", "--name-only", "main"],
+    );
+    assert!(
+        !files.contains("clusters/us/"),
+        "the dropped target's folder goes: {files}"
+    );
+    let (code, trail, err) = s.berth(&["audit", "--jsonl"], &audit_env);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        trail
+            .lines()
+            .any(|l| l.contains("\"removed\"") && l.contains("us_arc") && l.contains(US)),
+        "{trail}"
+    );
+
+    // Nothing left to remove.
+    s.arm.clear_log();
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("no longer in the plan"), "{err}");
+    assert!(s.arm.log().iter().all(|l| l.method != "DELETE"));
+}
+
+#[test]
+fn a_target_moved_to_another_cluster_leaves_the_old_one_and_a_repointed_one_is_left_alone() {
+    let s = Setup::new();
+    s.write_targets(&[
+        ("eu_arc", CLUSTER, "clusters/eu"),
+        ("us_arc", US, "clusters/us"),
+    ]);
+    assert_eq!(s.apply(&[]).0, 0);
+    // `us_arc` moves to `us2`; meanwhile someone repointed `us`'s `berth` configuration to
+    // another repository: not the one berth made from this repository, so it stays.
+    let us2 = US.replace("/us", "/us2");
+    s.write_targets(&[
+        ("eu_arc", CLUSTER, "clusters/eu"),
+        ("us_arc", &us2, "clusters/us"),
+    ]);
+    let mut theirs = s.arm.resource(&us_configuration("berth")).expect("stored");
+    theirs["properties"]["gitRepository"]["url"] = json!("https://git.example.com/other.git");
+    s.arm.insert(&us_configuration("berth"), theirs);
+    let (code, _, err) = s.apply(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(
+            "configuration `berth` left alone: it watches `https://git.example.com/other.git`"
+        ),
+        "{err}"
+    );
+    assert!(s.arm.resource(&us_configuration("berth")).is_some());
+    assert!(s.arm.log().iter().all(|l| l.method != "DELETE"));
+    assert!(
+        s.arm
+            .resource(&format!(
+                "{us2}/providers/Microsoft.KubernetesConfiguration/fluxConfigurations/berth"
+            ))
+            .is_some()
+    );
 }
 
 #[test]
@@ -509,7 +1027,7 @@ fn the_commit_holds_the_objects_and_a_changed_plan_commits_again() {
     let files = git(&bare, &["ls-tree", "-r", "--name-only", "main"]);
     assert_eq!(
         files,
-        "clusters/eu/kustomization.yaml\nclusters/eu/ml.yaml\n"
+        ".berth/flux-configurations.json\nclusters/eu/kustomization.yaml\nclusters/eu/ml.yaml\n"
     );
     let objects = git(&bare, &["show", "main:clusters/eu/ml.yaml"]);
     assert!(

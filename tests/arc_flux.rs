@@ -196,7 +196,8 @@ impl Setup {
             r#"target eu_arc {{
   class        = cloud
   runtime      = arc {{ cluster = "{CLUSTER_ID}"
-                      repo = "{repo}"  branch = "main"  path = "clusters/eu"  namespace = "ml" }}
+                      repo = "{repo}"  branch = "main"  path = "clusters/eu"  namespace = "ml"
+                      context = "arc-eu" }}
   connectivity = connected
   cpu    = 16
   memory = 64GiB
@@ -217,10 +218,13 @@ workload {workload} {{
     }
 
     fn berth(&self, args: &[&str]) -> (i32, String, String) {
+        self.berth_with(args, &self.dir.path().join("none"))
+    }
+
+    /// berth with `kubeconfig` as its `KUBECONFIG`.
+    fn berth_with(&self, args: &[&str], kubeconfig: &Path) -> (i32, String, String) {
         let mut command = Command::new(env!("CARGO_BIN_EXE_berth"));
-        command
-            .args(args)
-            .env("KUBECONFIG", self.dir.path().join("none"));
+        command.args(args).env("KUBECONFIG", kubeconfig);
         for (k, v) in self.arm.env() {
             command.env(k, v);
         }
@@ -429,12 +433,38 @@ fn flux_reconciles_what_berth_commits_prunes_what_it_drops_and_reports_a_broken_
         "applied by Flux's kustomize-controller: {deployment}"
     );
     s.arc_agent_report();
+    // No kubeconfig context for the cluster: ARM's state, and why the replicas are not there.
     let (code, out, err) = s.berth(&["status", &spec]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         out.contains("Flux configuration `berth` Compliant"),
         "{out}"
     );
+    assert!(
+        out.contains("  replicas not read: no kubeconfig context `arc-eu`"),
+        "{out}"
+    );
+    // The context the spec names (as `az connectedk8s proxy` would give): desired vs ready
+    // replicas of what Flux applied, read from the cluster itself.
+    let kubeconfig = s.cluster.dir.join("admin.kubeconfig");
+    let (code, out, err) = s.berth_with(&["status", &spec], &kubeconfig);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("Flux configuration `berth` Compliant"),
+        "{out}"
+    );
+    assert!(
+        out.lines().any(|l| l.contains("eu_arc")
+            && l.contains("echo")
+            && l.contains("2/2 ready  Deployment ml/echo")),
+        "{out}"
+    );
+    let (code, out, err) = s.berth_with(&["--output", "json", "status", &spec], &kubeconfig);
+    assert_eq!(code, 0, "{out}{err}");
+    let doc: Value = serde_json::from_str(&out).expect("one JSON document");
+    assert_eq!(doc["arc"][0]["context"], "arc-eu", "{doc}");
+    assert_eq!(doc["arc"][0]["workloads"][0]["ready"], 2, "{doc}");
+    assert_eq!(doc["arc"][0]["workloads"][0]["desired"], 2, "{doc}");
     eprintln!("berth apply → Deployment ready through real Flux: {to_ready:?}");
 
     // A re-plan that moves the workload away (a new name): Flux prunes the old one.

@@ -39,6 +39,9 @@ pub enum Action {
     Reclaimed,
     /// An edge agent accepted a signed bundle.
     BundleAccepted,
+    /// What berth had set up for a target removed (the Flux configuration of an Arc cluster no
+    /// target names any more).
+    Removed,
 }
 
 impl fmt::Display for Action {
@@ -49,6 +52,7 @@ impl fmt::Display for Action {
             Action::Applied => "applied",
             Action::Reclaimed => "reclaimed",
             Action::BundleAccepted => "bundle_accepted",
+            Action::Removed => "removed",
         })
     }
 }

@@ -1,7 +1,8 @@
 //! A test double of Azure Resource Manager and of the Microsoft Entra token endpoint, for the
 //! parts berth uses: `Microsoft.KubernetesConfiguration` extensions (2025-03-01) and
-//! fluxConfigurations (2025-04-01) under a connected cluster, their asynchronous operations,
-//! and the client-credentials token flow. Written from the published REST specification (its
+//! fluxConfigurations (2025-04-01) under a connected cluster, their asynchronous operations
+//! (create, update, and `FluxConfigurations_Delete`), write-only protected settings, the
+//! client-credentials token flow, and App Service's managed-identity token endpoint. Written from the published REST specification (its
 //! paths, status codes, headers, error envelope and examples); every PUT body is validated
 //! against the JSON Schemas in `tests/data/arm/` written from it. HTTPS on 127.0.0.1 with a
 //! test CA. What it models and what it does not: docs/runtime-arc.md.
@@ -28,6 +29,10 @@ pub const CLIENT_ID: &str = "0b6d8b9a-berth-test-client";
 pub const CLIENT_SECRET: &str = "client-secret-do-not-print";
 /// The Kubernetes service-account token a workload-identity pod would hold.
 pub const FEDERATED_TOKEN: &str = "federated-sa-token-do-not-print";
+/// The secret an App Service managed-identity endpoint expects in `X-IDENTITY-HEADER`.
+pub const IDENTITY_HEADER: &str = "identity-header-do-not-print";
+/// Where the double serves the App Service managed-identity token endpoint.
+pub const MSI_PATH: &str = "/msi/token";
 pub const FLUX_API: &str = "2025-04-01";
 pub const EXTENSION_API: &str = "2025-03-01";
 
@@ -53,6 +58,7 @@ pub enum On {
     PutConfiguration,
     PutExtension,
     GetConfiguration,
+    DeleteConfiguration,
 }
 
 /// One logged request: method, path (no query), status answered.
@@ -69,6 +75,8 @@ struct Operation {
     /// `Succeeded`, or `Failed` with a code and message.
     failure: Option<(String, String)>,
     resource: String,
+    /// A delete: the resource goes when the operation succeeds.
+    delete: bool,
 }
 
 #[derive(Default)]
@@ -85,6 +93,9 @@ struct Inner {
     lro_polls: u32,
     /// The next operation ends `Failed` with this code and message.
     fail_next_operation: Option<(String, String)>,
+    /// Each Flux configuration's `configurationProtectedSettings` as last PUT: write-only,
+    /// never in a GET.
+    protected: BTreeMap<String, Value>,
 }
 
 #[derive(Clone)]
@@ -131,6 +142,7 @@ impl ArmDouble {
         };
         let router = Router::new()
             .route("/{tenant}/oauth2/v2.0/token", post(token))
+            .route(MSI_PATH, axum::routing::get(managed_identity))
             .fallback(any(arm))
             .with_state(shared.clone());
         let listener = runtime
@@ -201,6 +213,16 @@ impl ArmDouble {
         self.lock().log.clear();
     }
 
+    /// A token ARM accepts, issued as if Entra had given it to someone else (the Azure CLI's
+    /// `az login`), for a stub `az` to print.
+    pub fn issue_token(&self) -> String {
+        let mut inner = self.lock();
+        inner.tokens_issued += 1;
+        let token = format!("cli-token-{}-do-not-print", inner.tokens_issued);
+        inner.valid_tokens.push(token.clone());
+        token
+    }
+
     pub fn tokens_issued(&self) -> u32 {
         self.lock().tokens_issued
     }
@@ -218,6 +240,27 @@ impl ArmDouble {
         self.lock()
             .resources
             .insert(path.to_ascii_lowercase(), resource);
+    }
+
+    /// The protected settings the last PUT of the configuration at `path` carried (decoded
+    /// from base64), as the Arc agent would hand them to Flux.
+    pub fn protected_settings(&self, path: &str) -> Option<BTreeMap<String, String>> {
+        let inner = self.lock();
+        let settings = inner.protected.get(&path.to_ascii_lowercase())?;
+        Some(
+            settings
+                .as_object()?
+                .iter()
+                .map(|(k, v)| {
+                    let bytes = base64::Engine::decode(
+                        &base64::engine::general_purpose::STANDARD,
+                        v.as_str().unwrap_or(""),
+                    )
+                    .expect("validated as base64");
+                    (k.clone(), String::from_utf8_lossy(&bytes).into_owned())
+                })
+                .collect(),
+        )
     }
 
     /// Writes the read-only status fields of a stored Flux configuration, as the cluster's
@@ -311,6 +354,64 @@ async fn token(State(shared): State<Shared>, Path(tenant): Path<String>, body: B
         .to_string(),
     )
         .into_response()
+}
+
+/// The App Service managed-identity endpoint (`IDENTITY_ENDPOINT`, API 2019-08-01), as Azure
+/// App Service, Functions and Container Apps serve it: `GET ?api-version=2019-08-01&resource=…
+/// [&client_id=…]` with the `X-IDENTITY-HEADER` secret; the answer
+/// `{ access_token, expires_on (seconds, as a string), resource, token_type }`.
+async fn managed_identity(
+    State(shared): State<Shared>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let refuse = |status: StatusCode, message: &str| {
+        (
+            status,
+            [("content-type", "application/json")],
+            json!({ "statusCode": status.as_u16(), "message": message }).to_string(),
+        )
+            .into_response()
+    };
+    if headers
+        .get("x-identity-header")
+        .and_then(|v| v.to_str().ok())
+        != Some(IDENTITY_HEADER)
+    {
+        return refuse(
+            StatusCode::UNAUTHORIZED,
+            "The identity header is missing or wrong.",
+        );
+    }
+    if query.get("api-version").map(String::as_str) != Some("2019-08-01") {
+        return refuse(StatusCode::BAD_REQUEST, "The api-version is not supported.");
+    }
+    if query.get("client_id").is_some_and(|id| id != CLIENT_ID) {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            "The requested identity has not been assigned to this resource.",
+        );
+    }
+    let base = shared.base.lock().expect("lock").clone();
+    let resource = query.get("resource").cloned().unwrap_or_default();
+    if resource != base {
+        return refuse(StatusCode::BAD_REQUEST, "The resource is not valid.");
+    }
+    let mut inner = shared.inner.lock().expect("lock");
+    inner.tokens_issued += 1;
+    let access_token = format!("msi-token-{}-do-not-print", inner.tokens_issued);
+    inner.valid_tokens.push(access_token.clone());
+    let expires_on = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() + 3600)
+        .unwrap_or(0);
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "access_token": access_token, "expires_on": expires_on.to_string(),
+            "resource": resource, "token_type": "Bearer",
+        }),
+    )
 }
 
 fn url_form(body: &[u8]) -> HashMap<String, String> {
@@ -467,6 +568,7 @@ fn handle(
         (Target::Configuration(_), "PUT") => On::PutConfiguration,
         (Target::Extension(_), "PUT") => On::PutExtension,
         (Target::Configuration(_), "GET") => On::GetConfiguration,
+        (Target::Configuration(_), "DELETE") => On::DeleteConfiguration,
         _ => On::AnyArm,
     };
     if let Some(i) = inner
@@ -567,7 +669,9 @@ fn handle(
                         ("Failed", json!({ "code": code, "message": message }))
                     }
                 };
-                if let Some(stored) = inner.resources.get_mut(&resource) {
+                if op.delete && failure.is_none() {
+                    inner.resources.remove(&resource);
+                } else if let Some(stored) = inner.resources.get_mut(&resource) {
                     stored["properties"]["provisioningState"] = json!(if failure.is_none() {
                         "Succeeded"
                     } else {
@@ -641,6 +745,30 @@ fn handle(
             }
             let mut props = request["properties"].clone();
             let p = props.as_object_mut().expect("object");
+            // Write-only: kept aside, never returned. Their values are base64, as the Flux
+            // extension decodes them (`httpsKey`, `sshPrivateKey`, …). A PUT replaces the
+            // resource, so a PUT without them leaves none.
+            match p.remove("configurationProtectedSettings") {
+                Some(Value::Object(settings)) => {
+                    if let Some((name, _)) = settings.iter().find(|(_, v)| {
+                        base64::Engine::decode(
+                            &base64::engine::general_purpose::STANDARD,
+                            v.as_str().unwrap_or("!"),
+                        )
+                        .is_err()
+                    }) {
+                        return error(
+                            StatusCode::BAD_REQUEST,
+                            "InvalidRequestContent",
+                            &format!("The protected setting '{name}' is not base64-encoded."),
+                        );
+                    }
+                    inner.protected.insert(key.clone(), Value::Object(settings));
+                }
+                _ => {
+                    inner.protected.remove(&key);
+                }
+            }
             // Defaults the specification declares.
             p.entry("scope").or_insert(json!("cluster"));
             p.entry("namespace").or_insert(json!("default"));
@@ -669,6 +797,47 @@ fn handle(
                 "properties": props,
             });
             start_operation(&mut inner, &base, path, resource, existing.is_some())
+        }
+        // FluxConfigurations_Delete: `204` when there is nothing to delete; else `202` with
+        // `Azure-AsyncOperation` and `Retry-After`, the resource `Deleting` until the operation
+        // succeeds. `forceDelete` (a boolean query) is accepted; the double deletes the same
+        // way with it.
+        (Target::Configuration(_), "DELETE") => {
+            if let Some(force) = query.get("forceDelete")
+                && force != "true"
+                && force != "false"
+            {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "InvalidRequestParameter",
+                    &format!("The value '{force}' is not valid for 'forceDelete'."),
+                );
+            }
+            let key = path.to_ascii_lowercase();
+            let Some(stored) = inner.resources.get_mut(&key) else {
+                return StatusCode::NO_CONTENT.into_response();
+            };
+            stored["properties"]["provisioningState"] = json!("Deleting");
+            inner.next_operation += 1;
+            let id = format!("00000000-0000-0000-0000-{:012}", inner.next_operation);
+            let failure = inner.fail_next_operation.take();
+            let polls_left = inner.lro_polls;
+            inner.operations.insert(
+                id.clone(),
+                Operation {
+                    polls_left,
+                    failure,
+                    resource: key,
+                    delete: true,
+                },
+            );
+            let operation = format!("{base}{path}/operations/{id}?api-version={FLUX_API}");
+            let mut r = StatusCode::ACCEPTED.into_response();
+            r.headers_mut()
+                .insert("azure-asyncoperation", operation.parse().expect("value"));
+            r.headers_mut()
+                .insert("retry-after", "0".parse().expect("value"));
+            r
         }
         _ => error(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -714,6 +883,7 @@ fn start_operation(
             polls_left: inner.lro_polls,
             failure,
             resource: key,
+            delete: false,
         },
     );
     let api = if path.contains("/extensions/") {

@@ -381,6 +381,10 @@ pub enum Runtime {
         /// Folder in the repository for this cluster's kustomization.
         path: String,
         namespace: String,
+        /// The kubeconfig context `berth status` reads the cluster through (through Arc's
+        /// cluster connect); none: the cluster's name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        context: Option<String>,
         #[serde(default, skip_serializing_if = "Staging::is_default")]
         staging: Staging,
     },

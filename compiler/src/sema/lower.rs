@@ -518,6 +518,7 @@ fn lower_target(ck: &mut Checker<'_>, t: usize) -> (Target, ItemSpans) {
                     branch: get("branch").unwrap_or_else(|| "main".into()),
                     path: get("path").unwrap_or_else(|| format!("clusters/{}", name.name)),
                     namespace: get("namespace").unwrap_or_else(|| "default".into()),
+                    context: get("context"),
                     staging: staging(&get),
                 },
                 "edge" => Runtime::Edge {

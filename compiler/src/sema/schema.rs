@@ -568,6 +568,12 @@ pub static ARC: BlockSchema = BlockSchema {
             Presence::Default("\"default\""),
             "The namespace workloads go to.",
         ),
+        value(
+            "context",
+            Ty::Str,
+            Presence::Default("the cluster's name"),
+            "The kubeconfig context `berth status` reads replicas through (`az connectedk8s proxy`).",
+        ),
         FETCH_IMAGE,
         MODEL_STORAGE_CLASS,
         REGISTRY_SECRET,

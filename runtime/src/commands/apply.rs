@@ -140,8 +140,36 @@ impl Audit<'_> {
         self.applied_as(crate::audit::local_actor(), target, failure, detail);
     }
 
+    /// A Flux configuration deleted from a cluster no Arc target names any more.
+    fn removed(&mut self, target: &str, failure: Option<String>, detail: serde_json::Value) {
+        self.record(
+            crate::audit::Action::Removed,
+            crate::audit::local_actor(),
+            target,
+            failure,
+            detail,
+        );
+    }
+
     fn applied_as(
         &mut self,
+        actor: String,
+        target: &str,
+        failure: Option<String>,
+        detail: serde_json::Value,
+    ) {
+        self.record(
+            crate::audit::Action::Applied,
+            actor,
+            target,
+            failure,
+            detail,
+        );
+    }
+
+    fn record(
+        &mut self,
+        action: crate::audit::Action,
         actor: String,
         target: &str,
         failure: Option<String>,
@@ -152,7 +180,7 @@ impl Audit<'_> {
         }
         let warning = crate::audit::record(crate::audit::Entry {
             actor,
-            action: crate::audit::Action::Applied,
+            action,
             plan_id: self.plan_id.to_string(),
             target: Some(target.to_string()),
             outcome: failure.map_or_else(|| "ok".to_string(), |f| format!("failed: {f}")),
@@ -187,14 +215,44 @@ fn apply_clusters(
         },
         announce: ui.output == crate::report::OutputFormat::Human,
     };
-    let repos = arc::apply(rendered, args.dry_run);
+    // Clone each GitOps branch and read its record; delete berth's Flux configuration on the
+    // clusters the record lists and no Arc target names any more; then commit (the record
+    // keeps a cluster whose configuration could not be deleted, for the next apply).
+    let groups = arc::checkout(rendered);
+    let mut dropped: Vec<arm::Dropped> = Vec::new();
+    for g in &groups {
+        for c in g.dropped(&rendered.gitops) {
+            if !dropped.iter().any(|d| arc::same_id(&d.cluster, &c.cluster)) {
+                dropped.push(arm::Dropped {
+                    cluster: c.cluster.clone(),
+                    targets: c.targets.clone(),
+                    repo: g.repo.clone(),
+                    branch: g.branch.clone(),
+                });
+            }
+        }
+    }
+    let removed = arm::remove(&dropped, args.dry_run);
+    let pending: Vec<String> = removed
+        .sites
+        .iter()
+        .filter(|r| r.outcome.is_err())
+        .map(|r| r.cluster.clone())
+        .collect();
+    let repos = arc::commit(groups, &rendered.plan_id, &pending, args.dry_run);
     let mut other = serde_json::Map::new();
-    let mut other_failed = false;
+    let mut other_failed = removed.sites.iter().any(|r| r.outcome.is_err());
     let mut changes = repos
         .iter()
-        .any(|r| matches!(r.outcome, Outcome::Committed(_) | Outcome::WouldCommit(_)));
+        .any(|r| matches!(r.outcome, Outcome::Committed(_) | Outcome::WouldCommit(_)))
+        || removed.sites.iter().any(|r| {
+            matches!(
+                r.outcome,
+                Ok(arm::flux::Removal::Deleted | arm::flux::Removal::WouldDelete)
+            )
+        });
     if !repos.is_empty() {
-        other_failed = repos
+        other_failed |= repos
             .iter()
             .any(|r| matches!(r.outcome, Outcome::Failed(_)));
         other.insert("gitops".to_string(), gitops_json(&repos));
@@ -219,8 +277,30 @@ fn apply_clusters(
             ))?;
         }
     }
+    for r in &removed.sites {
+        print_removal(r, ui)?;
+        let failure = match &r.outcome {
+            Ok(arm::flux::Removal::Deleted) => None,
+            Err(e) => Some(e.clone()),
+            Ok(_) => continue,
+        };
+        for target in &r.targets {
+            audit.removed(
+                target,
+                failure.clone(),
+                serde_json::json!({
+                    "runtime": "arc", "cluster": r.cluster,
+                    "configuration": arm::flux::CONFIG_NAME,
+                }),
+            );
+        }
+    }
+    if !removed.sites.is_empty() {
+        other.insert("arc_removed".to_string(), removed_json(&removed.sites));
+    }
     let flux = arm::apply(&rendered.gitops, args.dry_run);
-    if !flux.sites.is_empty() {
+    let arm_calls = flux.calls + removed.calls;
+    if !flux.sites.is_empty() || !removed.sites.is_empty() {
         other_failed |= flux.sites.iter().any(|s| s.outcome.is_err());
         changes |= flux.sites.iter().any(|s| {
             s.outcome.as_ref().is_ok_and(|done| {
@@ -229,13 +309,12 @@ fn apply_clusters(
             })
         });
         other.insert("arc".to_string(), arc_json(&flux.sites));
-        other.insert("arm_requests".to_string(), flux.calls.into());
+        other.insert("arm_requests".to_string(), arm_calls.into());
         for site in &flux.sites {
             print_site(site, ui)?;
         }
         ui.status(&format_args!(
-            "Azure Resource Manager: {} requests",
-            flux.calls
+            "Azure Resource Manager: {arm_calls} requests"
         ))?;
     }
     // An Arc target is applied when its commit and its cluster's Flux configuration are.
@@ -303,6 +382,43 @@ fn print_site(site: &SiteReport, ui: &mut Ui<'_>) -> io::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `arc cluster `us` (`us_arc`, no longer in the plan): configuration `berth` deleted`.
+fn print_removal(r: &arm::RemovalReport, ui: &mut Ui<'_>) -> io::Result<()> {
+    let head = format!(
+        "arc cluster `{}` ({}, no longer in the plan): configuration `{}`",
+        cluster_name(&r.cluster),
+        quoted(&r.targets),
+        arm::flux::CONFIG_NAME
+    );
+    match &r.outcome {
+        Err(e) => ui.status(&format_args!(
+            "{head} not deleted: {e} (the next apply tries again)"
+        )),
+        Ok(arm::flux::Removal::Kept(why)) => ui.status(&format_args!("{head} left alone: {why}")),
+        Ok(arm::flux::Removal::Absent) => ui.status(&format_args!("{head} already absent")),
+        Ok(done) => ui.status(&format_args!("{head} {}", done.word().replace('_', " "))),
+    }
+}
+
+fn removed_json(sites: &[arm::RemovalReport]) -> serde_json::Value {
+    let items: Vec<serde_json::Value> = sites
+        .iter()
+        .map(|r| {
+            let (result, detail) = match &r.outcome {
+                Ok(arm::flux::Removal::Kept(why)) => ("kept", why.clone()),
+                Ok(done) => (done.word(), String::new()),
+                Err(e) => ("failed", e.clone()),
+            };
+            serde_json::json!({
+                "cluster": r.cluster, "targets": r.targets,
+                "configuration": arm::flux::CONFIG_NAME,
+                "result": result, "detail": detail,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(items)
 }
 
 fn arc_json(sites: &[SiteReport]) -> serde_json::Value {

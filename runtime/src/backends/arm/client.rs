@@ -1,11 +1,11 @@
-//! Azure Resource Manager over HTTPS: GET, PUT and LIST of resources with the conventions every
+//! Azure Resource Manager over HTTPS: GET, PUT, DELETE and LIST of resources with the conventions every
 //! ARM resource provider follows (the `api-version` query, `Authorization: Bearer`, the error
 //! body `{ "error": { "code", "message" } }`), retries and long-running operations.
 //!
 //! - **Retries.** 409 (another operation holds the resource), 429 (throttled) and 5xx are
 //!   retried, waiting what `Retry-After` says (seconds, or an HTTP date) or else an
 //!   exponential backoff, up to [`RetryPolicy::attempts`] tries; so are connection failures.
-//! - **Long-running operations.** A PUT answered with `Azure-AsyncOperation` is followed by
+//! - **Long-running operations.** A PUT or DELETE answered with `Azure-AsyncOperation` is followed by
 //!   polling that URL until its `status` is `Succeeded`, `Failed` or `Canceled`; one answered
 //!   `202` with only `Location` by polling the location until it stops answering `202`. Both
 //!   wait `Retry-After` between polls, within [`RetryPolicy::operation_timeout`]. The resource
@@ -124,6 +124,15 @@ pub enum Written {
     Done(Value),
 }
 
+/// What a DELETE did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deleted {
+    /// The resource was deleted (its operation followed to `Succeeded`).
+    Done,
+    /// There was nothing to delete (`204`, or `404`).
+    Absent,
+}
+
 /// A client for one ARM endpoint.
 pub struct ArmClient {
     http: reqwest::Client,
@@ -220,6 +229,32 @@ impl ArmClient {
                 message: "the resource was gone after its operation succeeded".to_string(),
             }),
         }
+    }
+
+    /// DELETEs the resource at `path` and follows the operation to its end: `200` deleted,
+    /// `202` with `Azure-AsyncOperation` (or `Location`) followed, `204` nothing to delete.
+    pub async fn delete(&self, path: &str, api_version: &str) -> Result<Deleted, ArmError> {
+        let url = self.url(path, api_version);
+        let (status, headers, _) = match self
+            .send(reqwest::Method::DELETE, &url, None, "delete")
+            .await
+        {
+            Err(ArmError::Status { status: 404, .. }) => return Ok(Deleted::Absent),
+            other => other?,
+        };
+        if status == 204 {
+            return Ok(Deleted::Absent);
+        }
+        let started = Instant::now();
+        if let Some(operation) = header(&headers, "azure-asyncoperation") {
+            self.follow_async_operation(&operation, &headers, started)
+                .await?;
+        } else if status == 202
+            && let Some(location) = header(&headers, "location")
+        {
+            self.follow_location(&location, &headers, started).await?;
+        }
+        Ok(Deleted::Done)
     }
 
     /// Polls `url` (waiting `Retry-After` between polls) until `finished` says the operation

@@ -9,8 +9,12 @@
 //!    `AZURE_CLIENT_SECRET`;
 //! 2. `workload_identity`: `AZURE_FEDERATED_TOKEN_FILE` (with `AZURE_TENANT_ID`,
 //!    `AZURE_CLIENT_ID`), as on a Kubernetes pod with workload identity;
-//! 3. `managed_identity`: `IDENTITY_ENDPOINT` or `MSI_ENDPOINT` (App Service, Arc-enabled
-//!    servers), `AZURE_CLIENT_ID` naming a user-assigned identity;
+//! 3. `managed_identity`: `IDENTITY_ENDPOINT` with `IDENTITY_HEADER` (App Service, Functions,
+//!    Container Apps), `AZURE_CLIENT_ID` naming a user-assigned identity; on a VM (IMDS, which
+//!    sets no variable) name it with `BERTH_AZURE_CREDENTIAL`. `azure_identity` 1.0 supports
+//!    only those two sources: Cloud Shell (`MSI_ENDPOINT`), Azure Arc-enabled servers
+//!    (`IDENTITY_ENDPOINT` with `IMDS_ENDPOINT`), Azure ML and Service Fabric it refuses, so
+//!    they are not chosen here (Cloud Shell falls to the Azure CLI, which it has logged in);
 //! 4. `azure_cli`: the account `az login` left.
 //!
 //! `AZURE_AUTHORITY_HOST` points the credentials at another Microsoft Entra authority (a
@@ -77,7 +81,7 @@ pub fn choose(env: Env<'_>) -> Result<CredentialKind, String> {
         CredentialKind::ClientSecret
     } else if set("AZURE_FEDERATED_TOKEN_FILE") {
         CredentialKind::WorkloadIdentity
-    } else if set("IDENTITY_ENDPOINT") || set("MSI_ENDPOINT") {
+    } else if set("IDENTITY_ENDPOINT") && set("IDENTITY_HEADER") {
         CredentialKind::ManagedIdentity
     } else {
         CredentialKind::AzureCli
@@ -172,8 +176,21 @@ mod tests {
             Ok(CredentialKind::WorkloadIdentity)
         );
         assert_eq!(
-            chosen(&[("MSI_ENDPOINT", "http://x")]),
+            chosen(&[("IDENTITY_ENDPOINT", "http://x"), ("IDENTITY_HEADER", "h")]),
             Ok(CredentialKind::ManagedIdentity)
+        );
+        // Cloud Shell's and Arc-enabled servers' endpoints: not sources azure_identity 1.0
+        // supports.
+        assert_eq!(
+            chosen(&[("MSI_ENDPOINT", "http://x")]),
+            Ok(CredentialKind::AzureCli)
+        );
+        assert_eq!(
+            chosen(&[
+                ("IDENTITY_ENDPOINT", "http://x"),
+                ("IMDS_ENDPOINT", "http://y")
+            ]),
+            Ok(CredentialKind::AzureCli)
         );
         assert_eq!(
             chosen(&[

@@ -8,7 +8,8 @@
 //! A write happens only when the live resource differs from what berth wants, field by field
 //! over the fields berth sets (a re-apply of the same plan makes no write).
 
-use super::client::{ArmClient, ArmError, Written};
+use super::client::{ArmClient, ArmError, Deleted, Written};
+use super::source::{Sent, SourceAuth};
 use crate::backends::arc::redact_url;
 use crate::backends::k8s::render::GitOpsTarget;
 use serde_json::{Value, json};
@@ -94,7 +95,7 @@ impl ClusterId {
 pub struct FluxSite {
     pub cluster: ClusterId,
     /// The repository URL as Flux will fetch it (user-info removed: credentials for a private
-    /// repository are the cluster's, never carried in the configuration).
+    /// repository go in the configuration's source credentials, [`super::source`]).
     pub repo_url: String,
     pub branch: String,
     /// Kustomization name → folder in the repository.
@@ -306,12 +307,24 @@ pub struct Ensured {
     pub configuration: Step,
 }
 
+/// The source credentials to put in the configurations, and what this machine last sent.
+pub struct Sources {
+    pub auth: SourceAuth,
+    pub sent: std::sync::Mutex<Sent>,
+}
+
 /// Makes the cluster's Flux extension and configuration what berth wants.
-pub async fn ensure(client: &ArmClient, site: &FluxSite, dry_run: bool) -> Result<Ensured, String> {
+pub async fn ensure(
+    client: &ArmClient,
+    site: &FluxSite,
+    sources: &Sources,
+    dry_run: bool,
+) -> Result<Ensured, String> {
+    sources.auth.check_url(&site.repo_url)?;
     let extension = ensure_extension(client, &site.cluster, dry_run)
         .await
         .map_err(|e| format!("Flux extension: {e}"))?;
-    let configuration = ensure_configuration(client, site, dry_run)
+    let configuration = ensure_configuration(client, site, sources, dry_run)
         .await
         .map_err(|e| format!("Flux configuration `{CONFIG_NAME}`: {e}"))?;
     Ok(Ensured {
@@ -360,10 +373,19 @@ async fn ensure_extension(
 async fn ensure_configuration(
     client: &ArmClient,
     site: &FluxSite,
+    sources: &Sources,
     dry_run: bool,
 ) -> Result<Step, String> {
     let path = site.cluster.configuration();
-    let desired = desired_configuration(site);
+    let mut desired = desired_configuration(site);
+    sources.auth.set_public(&mut desired);
+    let cluster = site.cluster.path();
+    let fingerprint = sources.auth.fingerprint(&cluster, &site.repo_url);
+    let stale = fingerprint.is_some()
+        && sources
+            .sent
+            .lock()
+            .map_or(true, |sent| sent.get(&cluster) != fingerprint.as_deref());
     let live = client
         .get(&path, FLUX_API_VERSION)
         .await
@@ -372,7 +394,16 @@ async fn ensure_configuration(
         None if dry_run => return Ok(Step::WouldCreate),
         None => Step::Created,
         Some(live) => {
-            let changes = differences(&desired, live);
+            let mut changes = differences(&desired, live);
+            if stale {
+                // Write-only: ARM never returns them, so what is compared is what this machine
+                // last sent (none, or other credentials).
+                changes.push(
+                    "properties.configurationProtectedSettings: sent again (write-only; not \
+                     sent from here with these credentials before)"
+                        .to_string(),
+                );
+            }
             if changes.is_empty() {
                 return Ok(Step::Unchanged);
             }
@@ -390,11 +421,16 @@ async fn ensure_configuration(
             Step::Updated(changes)
         }
     };
+    let mut body = desired;
+    sources.auth.set_protected(&mut body);
     let Written::Done(resource) = client
-        .put(&path, FLUX_API_VERSION, &desired)
+        .put(&path, FLUX_API_VERSION, &body)
         .await
         .map_err(|e: ArmError| e.to_string())?;
     succeeded(&resource)?;
+    if let Ok(mut sent) = sources.sent.lock() {
+        sent.set(&cluster, fingerprint);
+    }
     Ok(step)
 }
 
@@ -409,6 +445,67 @@ fn succeeded(resource: &Value) -> Result<(), String> {
                 .map(|m| format!(": {m}"))
                 .unwrap_or_default()
         )),
+    }
+}
+
+/// What removing the configuration from a cluster no Arc target names any more did (or, in a
+/// dry run, would do).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Removal {
+    Deleted,
+    WouldDelete,
+    /// There was no `berth` configuration (any more).
+    Absent,
+    /// The cluster's `berth` configuration watches another repository or branch now: not the
+    /// one berth made from this repository, so left alone (why).
+    Kept(String),
+}
+
+impl Removal {
+    pub fn word(&self) -> &'static str {
+        match self {
+            Removal::Deleted => "deleted",
+            Removal::WouldDelete => "would_delete",
+            Removal::Absent => "absent",
+            Removal::Kept(_) => "kept",
+        }
+    }
+}
+
+/// Deletes `cluster`'s `berth` configuration when it still watches `repo_url` (without
+/// user-info) on `branch`: berth's own, made from the repository whose record lists the
+/// cluster. Never the extension, never another configuration.
+pub async fn remove(
+    client: &ArmClient,
+    cluster: &ClusterId,
+    repo_url: &str,
+    branch: &str,
+    dry_run: bool,
+) -> Result<Removal, String> {
+    let path = cluster.configuration();
+    let Some(live) = client
+        .get(&path, FLUX_API_VERSION)
+        .await
+        .map_err(|e| e.to_string())?
+    else {
+        return Ok(Removal::Absent);
+    };
+    let source = &live["properties"]["gitRepository"];
+    let url = source["url"].as_str().unwrap_or("");
+    let live_branch = source["repositoryRef"]["branch"].as_str().unwrap_or("");
+    if url != repo_url || live_branch != branch {
+        return Ok(Removal::Kept(format!(
+            "it watches `{}` ({live_branch}), not `{repo_url}` ({branch})",
+            without_userinfo(url)
+        )));
+    }
+    if dry_run {
+        return Ok(Removal::WouldDelete);
+    }
+    match client.delete(&path, FLUX_API_VERSION).await {
+        Ok(Deleted::Done) => Ok(Removal::Deleted),
+        Ok(Deleted::Absent) => Ok(Removal::Absent),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -490,6 +587,7 @@ mod tests {
             branch: "main".to_string(),
             path: path.to_string(),
             namespace: "ml".to_string(),
+            context: name.to_string(),
             manifests: Vec::new(),
         }
     }

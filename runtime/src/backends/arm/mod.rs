@@ -13,9 +13,11 @@
 pub mod client;
 pub mod credential;
 pub mod flux;
+pub mod source;
 pub mod transport;
 
 use crate::backends::k8s::render::GitOpsTarget;
+use crate::backends::k8s::workloads::WorkloadStatus;
 use client::{ArmClient, CredentialFactory, RetryPolicy};
 use flux::{Ensured, FluxState};
 use std::sync::Arc;
@@ -39,6 +41,11 @@ pub struct SiteStatus {
     pub targets: Vec<String>,
     /// `Ok(None)`: no Flux configuration `berth` on the cluster.
     pub state: Result<Option<FluxState>, String>,
+    /// The kubeconfig context the replicas were read through.
+    pub context: Option<String>,
+    /// Desired vs ready replicas read from the cluster itself (ARM does not carry them), or
+    /// why they were not; `None`: not looked for.
+    pub replicas: Option<Result<Vec<WorkloadStatus>, String>>,
 }
 
 /// The result of one pass over every cluster, with the ARM requests it made.
@@ -147,8 +154,14 @@ fn per_site<T>(
 /// Ensures every cluster's Flux extension and configuration (in a dry run, reads them and
 /// says what would change).
 pub fn apply(gitops: &[GitOpsTarget], dry_run: bool) -> Pass<SiteReport> {
-    let pass = per_site(gitops, async |client, site| {
-        flux::ensure(client, site, dry_run).await
+    let env = |name: &str| std::env::var(name).ok();
+    let sources = source::SourceAuth::from_env(&env).map(|auth| flux::Sources {
+        auth,
+        sent: std::sync::Mutex::new(source::Sent::load()),
+    });
+    let pass = per_site(gitops, async |client, site| match &sources {
+        Ok(sources) => flux::ensure(client, site, sources, dry_run).await,
+        Err(e) => Err(format!("source credentials: {e}")),
     });
     Pass {
         calls: pass.calls,
@@ -161,6 +174,70 @@ pub fn apply(gitops: &[GitOpsTarget], dry_run: bool) -> Pass<SiteReport> {
                 outcome: v.result,
             })
             .collect(),
+    }
+}
+
+/// A cluster the record of a GitOps repository lists ([`crate::backends::arc::RECORD_PATH`])
+/// and no Arc target of the plan names any more.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dropped {
+    /// The cluster's resource id, as the record holds it.
+    pub cluster: String,
+    /// The targets it had.
+    pub targets: Vec<String>,
+    /// The repository (as the spec writes it) and branch whose record lists it.
+    pub repo: String,
+    pub branch: String,
+}
+
+/// What `berth apply` did on one dropped cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemovalReport {
+    pub cluster: String,
+    pub targets: Vec<String>,
+    pub outcome: Result<flux::Removal, String>,
+}
+
+/// Deletes the `berth` Flux configuration of every dropped cluster (in a dry run, reads it and
+/// says whether it would be deleted).
+pub fn remove(dropped: &[Dropped], dry_run: bool) -> Pass<RemovalReport> {
+    if dropped.is_empty() {
+        return Pass {
+            sites: Vec::new(),
+            calls: 0,
+        };
+    }
+    let report = |d: &Dropped, outcome| RemovalReport {
+        cluster: d.cluster.clone(),
+        targets: d.targets.clone(),
+        outcome,
+    };
+    let (client, rt) = match client_from_env().and_then(|c| Ok((c, runtime()?))) {
+        Ok(ready) => ready,
+        Err(e) => {
+            return Pass {
+                sites: dropped.iter().map(|d| report(d, Err(e.clone()))).collect(),
+                calls: 0,
+            };
+        }
+    };
+    let sites = rt.block_on(async {
+        let mut out = Vec::new();
+        for d in dropped {
+            let outcome = match flux::ClusterId::parse(&d.cluster) {
+                Err(e) => Err(e),
+                Ok(cluster) => {
+                    let url = crate::backends::arc::redact_url(&d.repo, &d.repo);
+                    flux::remove(&client, &cluster, &url, &d.branch, dry_run).await
+                }
+            };
+            out.push(report(d, outcome));
+        }
+        out
+    });
+    Pass {
+        sites,
+        calls: client.calls(),
     }
 }
 
@@ -178,6 +255,8 @@ pub fn status(gitops: &[GitOpsTarget]) -> Pass<SiteStatus> {
                 cluster: v.cluster,
                 targets: v.targets,
                 state: v.result,
+                context: None,
+                replicas: None,
             })
             .collect(),
     }
@@ -214,6 +293,17 @@ impl StatusReport {
             .iter()
             .map(|s| {
                 let mut doc = serde_json::json!({ "cluster": s.cluster, "targets": s.targets });
+                match &s.replicas {
+                    None => {}
+                    Some(Ok(workloads)) => {
+                        doc["context"] = s.context.clone().into();
+                        doc["workloads"] = serde_json::json!(workloads);
+                    }
+                    Some(Err(e)) => {
+                        doc["context"] = s.context.clone().into();
+                        doc["replicas_error"] = e.clone().into();
+                    }
+                }
                 match &s.state {
                     Err(e) => doc["error"] = e.clone().into(),
                     Ok(None) => doc["configuration"] = serde_json::Value::Null,
@@ -283,15 +373,31 @@ impl StatusReport {
                     }
                 }
             }
+            match &s.replicas {
+                None => {}
+                Some(Err(e)) => writeln!(ui.out, "  replicas not read: {e}")?,
+                Some(Ok(workloads)) if workloads.is_empty() => writeln!(
+                    ui.out,
+                    "  no workload of {} in context `{}`",
+                    quoted(&s.targets),
+                    s.context.as_deref().unwrap_or("")
+                )?,
+                Some(Ok(workloads)) => {
+                    for w in workloads {
+                        writeln!(
+                            ui.out,
+                            "  {:<12} {:<20} {}/{} ready  {}",
+                            w.target, w.workload, w.ready, w.desired, w.object
+                        )?;
+                    }
+                }
+            }
         }
         Ok(())
     }
 }
 
-/// The last segment of a cluster's resource id (`eu-gpu`), or the id when it has none.
-pub fn cluster_name(id: &str) -> &str {
-    id.trim_end_matches('/').rsplit('/').next().unwrap_or(id)
-}
+pub use crate::backends::k8s::render::cluster_name;
 
 /// `` `a`, `b` ``.
 pub fn quoted(names: &[String]) -> String {

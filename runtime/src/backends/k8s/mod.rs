@@ -20,6 +20,7 @@ pub mod render;
 pub mod rollout;
 pub mod status;
 pub mod top;
+pub mod workloads;
 
 /// The field manager of every server-side apply berth makes.
 pub const FIELD_MANAGER: &str = "berth";

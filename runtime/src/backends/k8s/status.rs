@@ -17,16 +17,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io;
 
-/// Live replicas of one berth-managed workload object.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct WorkloadStatus {
-    pub target: String,
-    pub workload: String,
-    /// `Deployment namespace/name`.
-    pub object: String,
-    pub desired: i64,
-    pub ready: i64,
-}
+pub use super::workloads::WorkloadStatus;
 
 /// Live GPU allocation of one pool.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -110,7 +101,7 @@ pub fn run(
     ui: &mut Ui<'_>,
 ) -> io::Result<Exit> {
     let rendered = render::render(ir, plan);
-    let arc = crate::backends::arm::StatusReport::collect(&rendered.gitops);
+    let mut arc = crate::backends::arm::StatusReport::collect(&rendered.gitops);
     let kubeconfigs = Kubeconfigs::load();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -149,6 +140,7 @@ pub fn run(
             }
             out.push(status);
         }
+        arc_replicas(&kubeconfigs, &rendered.gitops, &mut arc).await;
         out
     });
     let flagged = edge.flagged()
@@ -216,37 +208,8 @@ async fn collect(
     namespaces: &[String],
     status: &mut ClusterStatus,
 ) -> Result<(), ApiError> {
-    let selector = super::prune::selector(targets);
-    for namespace in namespaces {
-        for kind in [Kind::Deployment, Kind::StatefulSet, Kind::Job] {
-            for object in cluster.list(kind, namespace, &selector).await? {
-                // Staging Jobs serve a workload; they are not one.
-                if object["metadata"]["labels"][render::COMPONENT.0] == render::COMPONENT.1 {
-                    status.models.push(model_status(kind, namespace, &object));
-                    continue;
-                }
-                status
-                    .workloads
-                    .push(workload_status(kind, namespace, &object));
-            }
-        }
-        let caches = match cluster.list(Kind::NimCache, namespace, &selector).await {
-            // A cluster without the NIM Operator's CRD has no NIMCache.
-            Err(ApiError::NotFound { .. }) => Vec::new(),
-            other => other?,
-        };
-        for object in caches {
-            status
-                .models
-                .push(model_status(Kind::NimCache, namespace, &object));
-        }
-    }
-    status.models.sort_by(|a, b| {
-        (&a.target, &a.staged_for, &a.object).cmp(&(&b.target, &b.staged_for, &b.object))
-    });
-    status.workloads.sort_by(|a, b| {
-        (&a.target, &a.workload, &a.object).cmp(&(&b.target, &b.workload, &b.object))
-    });
+    status.workloads = workloads(cluster, targets, namespaces).await?;
+    status.models = models(cluster, targets, namespaces).await?;
     let nodes: Vec<Node> = cluster
         .list_typed(cluster.typed_all(), "nodes", None)
         .await?;
@@ -328,6 +291,101 @@ async fn collect(
         .pending_gpu_pods
         .sort_by(|a, b| (&a.namespace, &a.pod).cmp(&(&b.namespace, &b.pod)));
     Ok(())
+}
+
+/// Desired vs ready replicas of berth's workload objects of `targets` in `namespaces`,
+/// whoever applied them (berth, or Flux for an Arc target).
+async fn workloads(
+    cluster: &Cluster,
+    targets: &[String],
+    namespaces: &[String],
+) -> Result<Vec<WorkloadStatus>, ApiError> {
+    let selector = super::prune::selector(targets);
+    let mut out = Vec::new();
+    for namespace in namespaces {
+        for kind in [Kind::Deployment, Kind::StatefulSet, Kind::Job] {
+            for object in cluster.list(kind, namespace, &selector).await? {
+                // Staging Jobs serve a workload; they are not one.
+                if object["metadata"]["labels"][render::COMPONENT.0] == render::COMPONENT.1 {
+                    continue;
+                }
+                out.push(workload_status(kind, namespace, &object));
+            }
+        }
+    }
+    out.sort_by(|a, b| {
+        (&a.target, &a.workload, &a.object).cmp(&(&b.target, &b.workload, &b.object))
+    });
+    Ok(out)
+}
+
+/// The models staged for the workloads of `targets`: the staging Jobs (`berth fetch`) and the
+/// `NIMCache`s, with where each stands.
+async fn models(
+    cluster: &Cluster,
+    targets: &[String],
+    namespaces: &[String],
+) -> Result<Vec<ModelStatus>, ApiError> {
+    let selector = super::prune::selector(targets);
+    let staging = format!("{selector},{}={}", render::COMPONENT.0, render::COMPONENT.1);
+    let mut out = Vec::new();
+    for namespace in namespaces {
+        for object in cluster.list(Kind::Job, namespace, &staging).await? {
+            out.push(model_status(Kind::Job, namespace, &object));
+        }
+        let caches = match cluster.list(Kind::NimCache, namespace, &selector).await {
+            // A cluster without the NIM Operator's CRD has no NIMCache.
+            Err(ApiError::NotFound { .. }) => Vec::new(),
+            other => other?,
+        };
+        for object in caches {
+            out.push(model_status(Kind::NimCache, namespace, &object));
+        }
+    }
+    out.sort_by(|a, b| {
+        (&a.target, &a.staged_for, &a.object).cmp(&(&b.target, &b.staged_for, &b.object))
+    });
+    Ok(out)
+}
+
+/// The replicas of each Arc cluster's targets, read through its kubeconfig context (the
+/// runtime's `context`, else the cluster's name: what `az connectedk8s proxy` writes), or why
+/// they could not be.
+async fn arc_replicas(
+    kubeconfigs: &Kubeconfigs,
+    gitops: &[render::GitOpsTarget],
+    arc: &mut crate::backends::arm::StatusReport,
+) {
+    let known = kubeconfigs.contexts();
+    for site in &mut arc.0 {
+        let on_site: Vec<&render::GitOpsTarget> = gitops
+            .iter()
+            .filter(|g| site.targets.contains(&g.target))
+            .collect();
+        let Some(first) = on_site.first() else {
+            continue;
+        };
+        let context = first.context.clone();
+        site.context = Some(context.clone());
+        if !known.contains(&context) {
+            site.replicas = Some(Err(format!(
+                "no kubeconfig context `{context}` (`az connectedk8s proxy` makes one; the \
+                 runtime's `context` names another)"
+            )));
+            continue;
+        }
+        let mut namespaces: Vec<String> = on_site.iter().map(|g| g.namespace.clone()).collect();
+        namespaces.sort();
+        namespaces.dedup();
+        let read = match connect(kubeconfigs, &context).await {
+            Err(e) => Err(e),
+            Ok(client) => workloads(&client, &site.targets, &namespaces)
+                .await
+                .map_err(|e| e.to_string()),
+        };
+        site.replicas =
+            Some(read.map_err(|e| format!("context `{context}`: {}", kubeconfigs.redact(&e))));
+    }
 }
 
 fn workload_status(kind: Kind, namespace: &str, object: &Value) -> WorkloadStatus {

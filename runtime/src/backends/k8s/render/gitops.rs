@@ -14,6 +14,9 @@ pub struct GitOpsTarget {
     /// The folder of this cluster's kustomization in the repository.
     pub path: String,
     pub namespace: String,
+    /// The kubeconfig context `berth status` reads the cluster's replicas through: the
+    /// runtime's `context`, else the cluster's name (the last segment of its resource id).
+    pub context: String,
     /// The Namespace first, then each placement's objects.
     pub manifests: Vec<Manifest>,
 }
@@ -39,10 +42,15 @@ impl GitOpsTarget {
     }
 }
 
+/// The last segment of a cluster's resource id (`eu-gpu`), or the id when it has none.
+pub fn cluster_name(id: &str) -> &str {
+    id.trim_end_matches('/').rsplit('/').next().unwrap_or(id)
+}
+
 pub(super) fn gitops_entry<'a>(
     gitops: &'a mut Vec<GitOpsTarget>,
     target: &Target,
-    (cluster, repo, branch, path, namespace): (&str, &str, &str, &str, &str),
+    (cluster, repo, branch, path, namespace, context): (&str, &str, &str, &str, &str, Option<&str>),
     plan_id: &str,
 ) -> &'a mut GitOpsTarget {
     let index = match gitops.iter().position(|g| g.target == target.name) {
@@ -55,6 +63,9 @@ pub(super) fn gitops_entry<'a>(
                 branch: branch.to_string(),
                 path: path.to_string(),
                 namespace: namespace.to_string(),
+                context: context
+                    .map(str::to_string)
+                    .unwrap_or_else(|| cluster_name(cluster).to_string()),
                 manifests: Vec::new(),
             });
             gitops.len() - 1

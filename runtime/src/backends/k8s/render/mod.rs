@@ -26,8 +26,8 @@ mod pod;
 mod staging;
 mod yaml;
 
-pub use gitops::GitOpsTarget;
 use gitops::gitops_entry;
+pub use gitops::{GitOpsTarget, cluster_name};
 pub use names::{cpu_quantity, dns_label, label_value, labels, memory_quantity, plan_label};
 use names::{env_name, object_name};
 pub use nim::{NIM_MOUNT, NIM_SERVICE, NimSource, nim_source};
@@ -232,16 +232,37 @@ pub fn render(ir: &Ir, plan: &Plan) -> Rendered {
     let mut others = Vec::new();
     let mut gitops: Vec<GitOpsTarget> = Vec::new();
     for target in &ir.targets {
-        if let Runtime::Kubernetes {
-            context, namespace, ..
-        } = &target.runtime
-        {
-            let cluster = cluster_entry(&mut clusters, context);
-            cluster.targets.push(target.name.clone());
-            let ns = namespace_object(namespace, &plan.plan_id);
-            if !cluster.manifests.contains(&ns) {
-                cluster.manifests.push(ns);
+        match &target.runtime {
+            Runtime::Kubernetes {
+                context, namespace, ..
+            } => {
+                let cluster = cluster_entry(&mut clusters, context);
+                cluster.targets.push(target.name.clone());
+                let ns = namespace_object(namespace, &plan.plan_id);
+                if !cluster.manifests.contains(&ns) {
+                    cluster.manifests.push(ns);
+                }
             }
+            // Every Arc target has its folder and its kustomization, placements or not: an
+            // idle one's folder holds its Namespace only (what ran there is pruned by Flux),
+            // and its cluster keeps its Flux configuration.
+            Runtime::Arc {
+                cluster,
+                repo,
+                branch,
+                path,
+                namespace,
+                context,
+                ..
+            } => {
+                gitops_entry(
+                    &mut gitops,
+                    target,
+                    (cluster, repo, branch, path, namespace, context.as_deref()),
+                    &plan.plan_id,
+                );
+            }
+            _ => {}
         }
     }
     for wp in &plan.workloads {
@@ -286,13 +307,14 @@ pub fn render(ir: &Ir, plan: &Plan) -> Rendered {
                     branch,
                     path,
                     namespace,
+                    context,
                     ..
                 } => {
                     let site = sharing(namespace, &|p| p.target == placement.target);
                     gitops_entry(
                         &mut gitops,
                         target,
-                        (cluster, repo, branch, path, namespace),
+                        (cluster, repo, branch, path, namespace, context.as_deref()),
                         &plan.plan_id,
                     )
                     .manifests
