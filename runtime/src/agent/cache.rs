@@ -326,7 +326,7 @@ impl Cache {
             }
             let part = work.join(format!(".{}.part", &layer.digest[7..]));
             let (mut hasher, mut offset) = rehash(&part).await.map_err(io)?;
-            let mut out = tokio::fs::OpenOptions::new()
+            let out = tokio::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(&part)
@@ -349,19 +349,54 @@ impl Cache {
                     hasher = Sha256::new();
                     offset = 0;
                 }
+                // As for HTTP: hashing and writing on a blocking thread, fed batches of about
+                // 1 MiB through a bounded channel, so they overlap with receiving.
+                let (batches, received) = tokio::sync::mpsc::channel(8);
+                let file = out.into_std().await;
+                let sink = tokio::task::spawn_blocking(move || {
+                    hash_and_write(received, file, hasher, offset)
+                });
+                let mut failed = None;
+                let mut batch = Vec::new();
+                let mut batch_bytes = 0;
+                let mut arrived = offset;
                 while let Some(chunk) = stream.next().await {
-                    // What arrived before a failure stays in the part: the next attempt
-                    // resumes after it.
-                    let chunk = chunk.map_err(io)?;
-                    offset += chunk.len() as u64;
-                    if offset > layer.size {
+                    let chunk = match chunk {
+                        Ok(chunk) => chunk,
+                        Err(e) => {
+                            failed = Some(io(e));
+                            break;
+                        }
+                    };
+                    arrived += chunk.len() as u64;
+                    if arrived > layer.size {
                         break;
                     }
-                    hasher.update(&chunk);
-                    out.write_all(&chunk).await.map_err(io)?;
+                    batch_bytes += chunk.len();
+                    batch.push(chunk);
+                    if batch_bytes >= CHUNK {
+                        batch_bytes = 0;
+                        if batches.send(std::mem::take(&mut batch)).await.is_err() {
+                            break;
+                        }
+                    }
                 }
+                if !batch.is_empty() {
+                    let _ = batches.send(batch).await;
+                }
+                drop(batches);
+                let written = sink.await.map_err(|e| fetch(e.to_string()))?;
+                (hasher, offset) = written.map_err(io)?;
+                // What arrived before a failure is in the part, synced: the next attempt
+                // resumes after it.
+                if let Some(e) = failed {
+                    return Err(e);
+                }
+                // More than the manifest says is a lie about the layer, whatever its start.
+                offset = offset.max(arrived);
+            } else {
+                out.sync_all().await.map_err(io)?;
             }
-            out.sync_all().await.map_err(io)?;
             let actual = format!("sha256:{}", berth_compiler::plan::hex(&hasher.finalize()));
             if actual != layer.digest || offset != layer.size {
                 let _ = tokio::fs::remove_file(&part).await;
