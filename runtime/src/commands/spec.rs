@@ -6,6 +6,7 @@
 //! digest and every source reference in a plan are the same wherever `berth` is run from
 //! and however the directory is spelled; diagnostics still show the paths as given.
 
+use crate::backends::k8s;
 use crate::files::{self, FsReader};
 use crate::report::{Exit, OutputFormat, Ui};
 use berth_compiler::diagnostics::Diagnostic;
@@ -63,6 +64,8 @@ pub fn load(path: &Path, ui: &mut Ui<'_>) -> io::Result<Result<Spec, Exit>> {
 pub struct SpecPlanned {
     pub spec: Spec,
     pub planned: Planned,
+    /// With `--live`: the pools' capacity as read from the clusters (empty otherwise).
+    pub live: driver::LivePools,
     /// For `explain W T`: why the engine put no replica of `W` on `T` (see [`load_and_plan`]).
     pub why_not: Option<Rejection>,
     /// With [`Question::Exact`]: how the exact mode ended.
@@ -89,6 +92,7 @@ pub fn load_and_plan(
     path: &Path,
     at: Option<&str>,
     question: Question<'_>,
+    live: bool,
     ui: &mut Ui<'_>,
 ) -> io::Result<Result<SpecPlanned, Exit>> {
     let at = match instant(at, ui)? {
@@ -99,19 +103,27 @@ pub fn load_and_plan(
         Ok(spec) => spec,
         Err(exit) => return Ok(Err(exit)),
     };
+    let live = if live {
+        read_live(&spec, ui)?
+    } else {
+        driver::LivePools::new()
+    };
     let planned = match question {
-        Question::Plan => driver::plan(&spec.sources, at).map(|planned| (planned, None, None)),
+        Question::Plan => {
+            driver::plan_live(&spec.sources, at, &live).map(|planned| (planned, None, None))
+        }
         Question::WhyNot(workload, target) => {
-            driver::plan_and_explain(&spec.sources, at, workload, target)
+            driver::plan_and_explain(&spec.sources, at, workload, target, &live)
                 .map(|(planned, why_not)| (planned, why_not, None))
         }
-        Question::Exact(seconds) => driver::plan_exact(&spec.sources, at, seconds)
+        Question::Exact(seconds) => driver::plan_exact(&spec.sources, at, seconds, &live)
             .map(|(planned, outcome)| (planned, None, Some(outcome))),
     };
     match planned {
         Ok((planned, why_not, exact)) => Ok(Ok(SpecPlanned {
             spec,
             planned,
+            live,
             why_not,
             exact,
         })),
@@ -130,6 +142,43 @@ pub fn load_and_plan(
             Ok(Err(Exit::ErrorsFound))
         }
     }
+}
+
+/// `--live`: the capacity of every Kubernetes target's pools as its cluster says
+/// ([`k8s::live`]), each pool read on stderr; a context that cannot be read is named there too
+/// (never its credentials), and its targets keep the capacity the spec declares. A spec with
+/// errors reads nothing (planning reports them).
+fn read_live(spec: &Spec, ui: &mut Ui<'_>) -> io::Result<driver::LivePools> {
+    let Some(ir) = driver::compile(&spec.sources).ir else {
+        return Ok(driver::LivePools::new());
+    };
+    let read = k8s::live::read(&ir, &k8s::kubeconfig::Kubeconfigs::load());
+    for unread in &read.unread {
+        writeln!(
+            ui.err,
+            "warning: `--live` could not read context `{}`: {}; {} planned with the capacity \
+             the spec declares",
+            unread.context,
+            unread.why,
+            unread
+                .targets
+                .iter()
+                .map(|t| format!("`{t}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )?;
+    }
+    for ((target, pool), capacity) in &read.pools {
+        if let Some(r) = capacity.read {
+            writeln!(
+                ui.err,
+                "live: pool `{target}/{pool}`: {} allocatable, {} held by pods berth does not \
+                 manage",
+                r.allocatable, r.held
+            )?;
+        }
+    }
+    Ok(read.pools)
 }
 
 /// The plan instant when none is given: the clock read once, to the whole second
