@@ -168,6 +168,13 @@ fn read_live(spec: &Spec, ui: &mut Ui<'_>) -> io::Result<driver::LivePools> {
                 .join(", ")
         )?;
     }
+    for (target, pool) in &read.unlabelled {
+        writeln!(
+            ui.err,
+            "note: `--live` cannot tell the nodes of pool `{target}/{pool}` apart (the spec \
+             gives it no `node_labels`); it is planned with the capacity the spec declares"
+        )?;
+    }
     for ((target, pool), capacity) in &read.pools {
         if let Some(r) = capacity.read {
             writeln!(

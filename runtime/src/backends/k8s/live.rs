@@ -35,6 +35,9 @@ pub struct Read {
     /// Every pool of a cluster that could be read.
     pub pools: LivePools,
     pub unread: Vec<Unread>,
+    /// Pools of clusters that were read but whose nodes cannot be told apart (no
+    /// `node_labels` in the spec), `(target, pool)`: they keep their declared capacity.
+    pub unlabelled: Vec<(String, String)>,
 }
 
 /// Whether a pod holding a pool's GPUs is one the plan of this spec replaces (see the module
@@ -102,6 +105,14 @@ pub fn read(ir: &Ir, kubeconfigs: &Kubeconfigs) -> Read {
             }
         };
         for pool in pools {
+            let labelled = ir
+                .target_by_name(&pool.target)
+                .and_then(|t| ir.target(t).pools.iter().find(|p| p.name == pool.pool))
+                .is_some_and(|p| !p.node_labels.is_empty());
+            if !labelled {
+                out.unlabelled.push((pool.target, pool.pool));
+                continue;
+            }
             let held: i64 = holders
                 .iter()
                 .filter(|h| h.target == pool.target && h.pool == pool.pool)
