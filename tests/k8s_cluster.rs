@@ -1579,7 +1579,8 @@ fn plan_live_places_against_what_other_pods_hold() {
     let (code, _, err) = s.berth(&["plan", s.spec(), "--at", AT, "--live", "-o", &live]);
     assert!(
         err.contains(
-            "live: pool `dc_frankfurt/serve`: 8 allocatable, 4 held by pods berth does not manage"
+            "live: pool `dc_frankfurt/serve`: 8 allocatable, 4 held by pods berth does not \
+             manage; capacity 4 for this plan, 4 placed"
         ),
         "{err}"
     );
@@ -1683,7 +1684,8 @@ fn plan_live_places_against_what_other_pods_hold() {
     let (_, _, err) = s.berth(&["plan", s.spec(), "--at", AT, "--live", "-o", &again]);
     assert!(
         err.contains(
-            "live: pool `dc_frankfurt/serve`: 8 allocatable, 4 held by pods berth does not manage"
+            "live: pool `dc_frankfurt/serve`: 8 allocatable, 4 held by pods berth does not \
+             manage; capacity 4 for this plan, 4 placed"
         ),
         "{err}"
     );
@@ -1718,6 +1720,39 @@ fn plan_live_places_against_what_other_pods_hold() {
         std::fs::read(&declared).expect("declared"),
         std::fs::read(&again).expect("again"),
     );
+
+    // Credentials the prod server refuses: that context is named, never the token, and the
+    // other cluster is still read.
+    const WRONG: &str = "wr0ng-t0ken-also-secret";
+    let burst = s.burst();
+    let kubeconfig = dir.path().join("wrong.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        cluster::kubeconfig(&[
+            (&prod.context, &prod.server(), &prod.pki.ca_cert, WRONG),
+            (
+                &burst.context,
+                &burst.server(),
+                &burst.pki.ca_cert,
+                &burst.berth_token,
+            ),
+        ]),
+    )
+    .expect("write");
+    let (_, out, err) = berth(
+        &s.fleet,
+        &kubeconfig,
+        &["plan", s.spec(), "--at", AT, "--live", "-o", &again],
+    );
+    assert!(
+        err.contains("warning: `--live` could not read context `fra-gpu-prod`"),
+        "{err}"
+    );
+    assert!(err.contains("live: pool `burst_cloud/h100`"), "{err}");
+    assert!(!format!("{out}{err}").contains(WRONG), "{err}");
+    let plan: Value =
+        serde_json::from_str(&std::fs::read_to_string(&again).expect("plan")).expect("json");
+    assert_eq!(pool_ledger(&plan, "dc_frankfurt", "serve").0, 8, "{plan:#}");
 }
 
 const LAB: &str = "../tests/data/reclaim";

@@ -13,7 +13,7 @@ use berth_compiler::diagnostics::Diagnostic;
 use berth_compiler::diagnostics::render::render_terminal;
 use berth_compiler::driver::Violation;
 use berth_compiler::driver::{self, PlanFailure, Planned};
-use berth_compiler::plan::Rejection;
+use berth_compiler::plan::{Plan, Rejection};
 use berth_compiler::source::{SourceMap, Span};
 use jiff::Timestamp;
 use std::io;
@@ -120,13 +120,16 @@ pub fn load_and_plan(
             .map(|(planned, outcome)| (planned, None, Some(outcome))),
     };
     match planned {
-        Ok((planned, why_not, exact)) => Ok(Ok(SpecPlanned {
-            spec,
-            planned,
-            live,
-            why_not,
-            exact,
-        })),
+        Ok((planned, why_not, exact)) => {
+            print_live(&live, &planned.plan, ui)?;
+            Ok(Ok(SpecPlanned {
+                spec,
+                planned,
+                live,
+                why_not,
+                exact,
+            }))
+        }
         Err(PlanFailure::Spec(diags)) => {
             ui.diagnostics(&diags, &spec.shown, serde_json::Map::new())?;
             ui.summary(&diags, spec.shown.len())?;
@@ -145,7 +148,7 @@ pub fn load_and_plan(
 }
 
 /// `--live`: the capacity of every Kubernetes target's pools as its cluster says
-/// ([`k8s::live`]), each pool read on stderr; a context that cannot be read is named there too
+/// ([`k8s::live`]; each pool's figures are printed once planned: `print_live`); a context that cannot be read is named there too
 /// (never its credentials), and its targets keep the capacity the spec declares. A spec with
 /// errors reads nothing (planning reports them).
 fn read_live(spec: &Spec, ui: &mut Ui<'_>) -> io::Result<driver::LivePools> {
@@ -175,17 +178,30 @@ fn read_live(spec: &Spec, ui: &mut Ui<'_>) -> io::Result<driver::LivePools> {
              gives it no `node_labels`); it is planned with the capacity the spec declares"
         )?;
     }
-    for ((target, pool), capacity) in &read.pools {
-        if let Some(r) = capacity.read {
-            writeln!(
-                ui.err,
-                "live: pool `{target}/{pool}`: {} allocatable, {} held by pods berth does not \
-                 manage",
-                r.allocatable, r.held
-            )?;
-        }
-    }
     Ok(read.pools)
+}
+
+/// One line per pool read live: the figures, the capacity the plan assumed (its ledger) and
+/// what it places there.
+fn print_live(live: &driver::LivePools, plan: &Plan, ui: &mut Ui<'_>) -> io::Result<()> {
+    for ledger in &plan.pools {
+        let key = (ledger.target.clone(), ledger.pool.clone());
+        let Some(read) = live.get(&key).and_then(|c| c.read) else {
+            continue;
+        };
+        writeln!(
+            ui.err,
+            "live: pool `{}/{}`: {} allocatable, {} held by pods berth does not manage; \
+             capacity {} for this plan, {} placed",
+            ledger.target,
+            ledger.pool,
+            read.allocatable,
+            read.held,
+            ledger.capacity,
+            ledger.allocated
+        )?;
+    }
+    Ok(())
 }
 
 /// The plan instant when none is given: the clock read once, to the whole second
