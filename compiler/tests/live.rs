@@ -201,3 +201,51 @@ fn a_plan_recording_more_capacity_than_the_spec_declares_is_refused() {
     plan.plan_id = plan_id(&plan);
     assert!(reverify(&plan).is_err());
 }
+
+const MIG: &str = r#"use std.gpu.{A100_80GB}
+
+target lab {
+  class = datacenter  runtime = local  connectivity = connected  cpu = 64  memory = 256GiB
+  pool a100 { accelerator = A100_80GB  count = 2  mig = "1g.10gb" }
+}
+
+workload notebook {
+  release = "1"  image = "nb:1"  class = development  identity = service_account("lab")
+  replicas = 6
+  resources { cpu = 2  memory = 8GiB  gpu = 1  mig = "1g.10gb" }
+  accelerators = [A100_80GB]
+}
+"#;
+
+#[test]
+fn a_partitioned_pool_is_read_in_slices() {
+    let mut map = SourceMap::new();
+    map.add("spec.berth", MIG);
+    let mut live = LivePools::new();
+    // 14 slices declared (2 × 7); the nodes allocate 14, and 10 are held by other pods.
+    live.insert(("lab".into(), "a100".into()), LiveCapacity::read(14, 10));
+    let plan = match driver::plan_live(&map, at(), &live) {
+        Ok(planned) => planned.plan,
+        Err(e) => panic!("plans: {e:?}"),
+    };
+    assert_eq!(ledger(&plan, "lab", "a100"), (4, 4));
+    assert!(!plan.feasible);
+    let notebook = &plan.workloads[0];
+    assert_eq!(
+        notebook.unplaced.as_ref().map(|u| u.missing_replicas),
+        Some(2)
+    );
+    let Ok(re) = driver::reverify(&map, &plan) else {
+        panic!("compiles");
+    };
+    assert!(matches!(re.verdict, Some(Ok(_))), "{:?}", re.verdict);
+}
+
+#[cfg(feature = "exact")]
+#[test]
+fn the_exact_mode_places_against_the_same_figures() {
+    let (planned, _) =
+        driver::plan_exact(&sources(), at(), 10.0, &lyon(8, 5)).expect("the spec plans");
+    assert_eq!(ledger(&planned.plan, "lyon", "l4"), (3, 3));
+    assert_eq!(placed(&planned.plan, "sort"), [("cloud_eu".to_string(), 2)]);
+}
