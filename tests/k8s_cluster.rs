@@ -1625,6 +1625,21 @@ fn plan_live_places_against_what_other_pods_hold() {
         code, 1,
         "a replica is missing: the plan is infeasible, and saved: {err}"
     );
+    // The audit trail keeps the figures the saved plan was made against.
+    let (code, out, err) = s.berth(&["audit", "--jsonl"]);
+    assert_eq!(code, 0, "{err}");
+    let saved: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .filter(|r: &Value| r["action"] == "plan_saved")
+        .collect();
+    let last = saved.last().expect("the --live plan's record");
+    assert_eq!(
+        last["detail"]["live"]["dc_frankfurt/serve"],
+        json!({"allocatable": 8, "held": 4}),
+        "{last:#}"
+    );
+    assert!(saved[0]["detail"]["live"].is_null(), "{:#}", saved[0]);
     // `explain --live` explains that plan.
     let (_, out, err) = s.berth(&["explain", s.spec(), "llm_finetune", "--at", AT, "--live"]);
     assert!(

@@ -107,18 +107,35 @@ pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         return Ok(e.exit());
     }
     if let Some(out) = &args.out {
+        let mut detail = serde_json::json!({
+            "file": out.display().to_string(),
+            "at": plan.at,
+            "feasible": plan.feasible,
+            "source_digest": plan.source_digest,
+        });
+        // With `--live`, the figures the plan was made against (the plan keeps only the
+        // capacity it assumed): `{"target/pool": {"allocatable": 8, "held": 4}}`.
+        if args.live {
+            let pools: serde_json::Map<String, serde_json::Value> = live
+                .iter()
+                .filter_map(|((target, pool), capacity)| {
+                    let read = capacity.read?;
+                    let figures = serde_json::json!({
+                        "allocatable": read.allocatable,
+                        "held": read.held,
+                    });
+                    Some((format!("{target}/{pool}"), figures))
+                })
+                .collect();
+            detail["live"] = pools.into();
+        }
         let entry = crate::audit::Entry {
             actor: crate::audit::local_actor(),
             action: crate::audit::Action::PlanSaved,
             plan_id: plan.plan_id.clone(),
             target: None,
             outcome: "ok".into(),
-            detail: serde_json::json!({
-                "file": out.display().to_string(),
-                "at": plan.at,
-                "feasible": plan.feasible,
-                "source_digest": plan.source_digest,
-            }),
+            detail,
         };
         crate::audit::record_or_warn(entry, ui)?;
     }
