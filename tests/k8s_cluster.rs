@@ -1519,28 +1519,7 @@ fn top_shows_who_holds_the_gpus_and_flags_the_idle() {
 fn the_drift_guard_refuses_a_plan_the_cluster_can_no_longer_hold() {
     let s = Setup::training(&[]);
     let prod = s.prod();
-    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}});
-    assert_eq!(
-        prod.request("POST", "/api/v1/namespaces", Some(namespace))
-            .status,
-        201
-    );
-    let pod = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "intruder", "namespace": "other"},
-        "spec": {
-            "nodeSelector": {"gpu.example.com/pool": "inference"},
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [{"name": "c", "image": "registry.example.com/other:1",
-                            "resources": {"limits": {"nvidia.com/gpu": "4"}}}],
-        },
-    });
-    let answer = prod.request("POST", "/api/v1/namespaces/other/pods", Some(pod));
-    assert_eq!(answer.status, 201, "{:?}", answer.body);
-    prod.wait_for("the intruder bound", Duration::from_secs(60), || {
-        prod.get("/api/v1/namespaces/other/pods/intruder")
-            .is_some_and(|p| p["spec"]["nodeName"].is_string())
-    });
+    intruder(prod, &json!({}));
     let (code, _, err) = s.apply(&[]);
     assert_eq!(code, 1, "{err}");
     assert!(
@@ -1578,6 +1557,269 @@ fn reclaim_args<'a>(
     ];
     args.extend_from_slice(extra);
     args
+}
+
+/// Another team's pod `other/intruder` (labelled `labels`), bound by the real scheduler to
+/// the serving pool of `prod`, holding 4 of its 8 GPUs.
+fn intruder(prod: &Cluster, labels: &Value) {
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}});
+    assert_eq!(
+        prod.request("POST", "/api/v1/namespaces", Some(namespace))
+            .status,
+        201
+    );
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "intruder", "namespace": "other", "labels": labels},
+        "spec": {
+            "nodeSelector": {"gpu.example.com/pool": "inference"},
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "c", "image": "registry.example.com/other:1",
+                            "resources": {"limits": {"nvidia.com/gpu": "4"}}}],
+        },
+    });
+    let answer = prod.request("POST", "/api/v1/namespaces/other/pods", Some(pod));
+    assert_eq!(answer.status, 201, "{:?}", answer.body);
+    prod.wait_for("the intruder bound", Duration::from_secs(60), || {
+        prod.get("/api/v1/namespaces/other/pods/intruder")
+            .is_some_and(|p| p["spec"]["nodeName"].is_string())
+    });
+}
+
+/// A pool's ledger in a plan: (capacity assumed, GPUs allocated).
+fn pool_ledger(plan: &Value, target: &str, pool: &str) -> (u64, u64) {
+    let ledger = plan["pools"]
+        .as_array()
+        .expect("pools")
+        .iter()
+        .find(|l| l["target"] == target && l["pool"] == pool)
+        .unwrap_or_else(|| panic!("no ledger for {target}/{pool}"));
+    (
+        ledger["capacity"].as_u64().expect("capacity"),
+        ledger["allocated"].as_u64().expect("allocated"),
+    )
+}
+
+/// `berth plan --live` on the real control plane: another team's pod holds 4 of the serving
+/// pool's 8 GPUs. Without `--live` the plan ignores it (6 GPUs placed there, 8 assumed); with
+/// it the pool holds 4 for berth, the plan places no more there, its ledger records the 4
+/// it assumed, stderr and the plan's reasons name the live figures; the same live figures
+/// give the same bytes; and the drift guard accepts the `--live` plan.
+#[test]
+fn plan_live_places_against_what_other_pods_hold() {
+    let s = Setup::training(&[]);
+    let prod = s.prod();
+    intruder(prod, &json!({"team": "other"}));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let plan_file = |name: &str| dir.path().join(name).to_str().expect("UTF-8").to_string();
+    let (declared, live, again) = (
+        plan_file("d.json"),
+        plan_file("l.json"),
+        plan_file("a.json"),
+    );
+
+    let (code, _, err) = s.berth(&["plan", s.spec(), "--at", AT, "-o", &declared]);
+    assert_eq!(code, 0, "{err}");
+    let plan: Value =
+        serde_json::from_str(&std::fs::read_to_string(&declared).expect("plan")).expect("json");
+    assert_eq!(
+        pool_ledger(&plan, "dc_frankfurt", "serve"),
+        (8, 6),
+        "{plan:#}"
+    );
+
+    let (code, _, err) = s.berth(&["plan", s.spec(), "--at", AT, "--live", "-o", &live]);
+    assert!(
+        err.contains(
+            "live: pool `dc_frankfurt/serve`: 8 allocatable, 4 held by pods berth does not \
+             manage; capacity 4 for this plan, 4 placed"
+        ),
+        "{err}"
+    );
+    let plan: Value =
+        serde_json::from_str(&std::fs::read_to_string(&live).expect("plan")).expect("json");
+    assert_eq!(
+        pool_ledger(&plan, "dc_frankfurt", "serve"),
+        (4, 4),
+        "{plan:#}"
+    );
+    assert_eq!(pool_ledger(&plan, "burst_cloud", "h100").0, 16, "{plan:#}");
+    // The assistant keeps 2 replicas on the serving pool and moves 2 to the training pool,
+    // which the fine-tune is isolated from: it is left out, and the plan says why.
+    let workload = |name: &str| {
+        plan["workloads"]
+            .as_array()
+            .expect("workloads")
+            .iter()
+            .find(|w| w["workload"] == name)
+            .cloned()
+            .expect("workload")
+    };
+    let pools: Vec<(String, u64)> = workload("chat_assistant")["placements"]
+        .as_array()
+        .expect("placements")
+        .iter()
+        .map(|p| {
+            (
+                p["pool"].as_str().expect("pool").to_string(),
+                p["replicas"].as_u64().expect("n"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        pools,
+        [("train".to_string(), 2), ("serve".to_string(), 2)],
+        "{plan:#}"
+    );
+    let finetune = workload("llm_finetune");
+    assert_eq!(finetune["unplaced"]["missing_replicas"], 1, "{finetune:#}");
+    assert_eq!(
+        code, 1,
+        "a replica is missing: the plan is infeasible, and saved: {err}"
+    );
+    // The audit trail keeps the figures the saved plan was made against.
+    let (code, out, err) = s.berth(&["audit", "--jsonl"]);
+    assert_eq!(code, 0, "{err}");
+    let saved: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .filter(|r: &Value| r["action"] == "plan_saved")
+        .collect();
+    let last = saved.last().expect("the --live plan's record");
+    assert_eq!(
+        last["detail"]["live"]["dc_frankfurt/serve"],
+        json!({"allocatable": 8, "held": 4}),
+        "{last:#}"
+    );
+    assert!(saved[0]["detail"]["live"].is_null(), "{:#}", saved[0]);
+    // `explain --live` explains that plan.
+    let (_, out, err) = s.berth(&["explain", s.spec(), "llm_finetune", "--at", AT, "--live"]);
+    assert!(
+        err.contains("live: pool `dc_frankfurt/serve`: 8 allocatable"),
+        "{err}"
+    );
+    assert!(
+        out.contains("holds `chat_assistant`, which `llm_finetune` is isolated from"),
+        "{out}\n{err}"
+    );
+
+    let (code, _, err) = s.berth(&["plan", s.spec(), "--at", AT, "--live", "-o", &again]);
+    assert!(code == 0 || code == 1, "{err}");
+    assert_eq!(
+        std::fs::read(&live).expect("live"),
+        std::fs::read(&again).expect("again"),
+        "the same live figures give the same plan"
+    );
+
+    let (code, out, err) = s.berth(&["verify", &live, "--spec", s.spec()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, _, err) = s.berth(&[
+        "approve",
+        &live,
+        "--key",
+        TRAINING_APPROVER,
+        "--spec",
+        s.spec(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = s.berth(&[
+        "apply",
+        &live,
+        "--spec",
+        s.spec(),
+        "--wait",
+        "--timeout",
+        "240",
+    ]);
+    assert_eq!(code, 0, "the drift guard accepts the --live plan: {err}");
+    assert!(!err.contains("cannot hold"), "{err}");
+    // One Deployment per pool the assistant is placed on.
+    let deployments = prod
+        .get("/apis/apps/v1/namespaces/ml/deployments")
+        .expect("deployments");
+    let chat: Vec<&str> = deployments["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|d| d["metadata"]["name"].as_str())
+        .filter(|n| n.starts_with("chat-assistant"))
+        .collect();
+    assert_eq!(chat.len(), 2, "{chat:?}");
+
+    // berth's own pods of this spec, now bound to the serving pool, are what a new plan
+    // replaces: they do not count as held, and the same figures give the same plan.
+    let (_, _, err) = s.berth(&["plan", s.spec(), "--at", AT, "--live", "-o", &again]);
+    assert!(
+        err.contains(
+            "live: pool `dc_frankfurt/serve`: 8 allocatable, 4 held by pods berth does not \
+             manage; capacity 4 for this plan, 4 placed"
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&live).expect("live"),
+        std::fs::read(&again).expect("again"),
+        "berth's own pods hold nothing for the next plan"
+    );
+
+    // A context that cannot be read is named on stderr, and its targets keep the capacity
+    // the spec declares: the plan is the plan without `--live`.
+    let nowhere = dir.path().join("no-kubeconfig");
+    let (code, _, err) = berth(
+        &s.fleet,
+        &nowhere,
+        &["plan", s.spec(), "--at", AT, "--live", "-o", &again],
+    );
+    assert_eq!(code, 0, "{err}");
+    for context in ["eks-gpu-burst", "fra-gpu-prod"] {
+        assert!(
+            err.contains(&format!(
+                "warning: `--live` could not read context `{context}`"
+            )),
+            "{err}"
+        );
+    }
+    assert!(
+        err.contains("`dc_frankfurt` planned with the capacity the spec declares"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&declared).expect("declared"),
+        std::fs::read(&again).expect("again"),
+    );
+
+    // Credentials the prod server refuses: that context is named, never the token, and the
+    // other cluster is still read.
+    const WRONG: &str = "wr0ng-t0ken-also-secret";
+    let burst = s.burst();
+    let kubeconfig = dir.path().join("wrong.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        cluster::kubeconfig(&[
+            (&prod.context, &prod.server(), &prod.pki.ca_cert, WRONG),
+            (
+                &burst.context,
+                &burst.server(),
+                &burst.pki.ca_cert,
+                &burst.berth_token,
+            ),
+        ]),
+    )
+    .expect("write");
+    let (_, out, err) = berth(
+        &s.fleet,
+        &kubeconfig,
+        &["plan", s.spec(), "--at", AT, "--live", "-o", &again],
+    );
+    assert!(
+        err.contains("warning: `--live` could not read context `fra-gpu-prod`"),
+        "{err}"
+    );
+    assert!(err.contains("live: pool `burst_cloud/h100`"), "{err}");
+    assert!(!format!("{out}{err}").contains(WRONG), "{err}");
+    let plan: Value =
+        serde_json::from_str(&std::fs::read_to_string(&again).expect("plan")).expect("json");
+    assert_eq!(pool_ledger(&plan, "dc_frankfurt", "serve").0, 8, "{plan:#}");
 }
 
 const LAB: &str = "../tests/data/reclaim";

@@ -7,7 +7,7 @@
 //! Diagnostics are sorted, so the output never depends on scheduling.
 
 use crate::diagnostics::{Code, Diagnostic, sort_and_dedup};
-use crate::ir::Ir;
+use crate::ir::{Ir, LiveCapacity};
 use crate::placement;
 use crate::plan::{Plan, Rejection};
 use crate::sema;
@@ -17,6 +17,7 @@ use crate::verify;
 use jiff::Timestamp;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 
 // What the command line needs of the stages beyond the driver's own functions: the input
 // limit it reads files against, parsing and formatting one file (`berth fmt`), the IR as
@@ -204,7 +205,53 @@ pub struct Planned {
 /// and carries its summary; an infeasible plan is still a plan (`plan.feasible == false`),
 /// with every unplaced workload explained.
 pub fn plan(sources: &SourceMap, at: Timestamp) -> Result<Planned, PlanFailure> {
-    plan_then(sources, at, |_| ()).map(|(planned, ())| planned)
+    plan_live(sources, at, &LivePools::new())
+}
+
+/// The capacity of pools as read from their clusters (`berth plan --live`), by `(target,
+/// pool)` name. The runtime reads the clusters; the compiler only takes the figures. A pool
+/// not named keeps its declared capacity; a name the spec does not have is ignored.
+pub type LivePools = BTreeMap<(String, String), LiveCapacity>;
+
+/// Plans as [`plan`] does, each pool of `live` holding no more than its live capacity (never
+/// more than it declares): the solver places against it, the verifier checks against it, and
+/// the plan's pool ledgers record it as the capacity assumed.
+pub fn plan_live(
+    sources: &SourceMap,
+    at: Timestamp,
+    live: &LivePools,
+) -> Result<Planned, PlanFailure> {
+    plan_compiled(compile(sources), sources, at, live, |_| ()).map(|(planned, ())| planned)
+}
+
+/// Sets the live capacity of every pool `live` names.
+fn with_live(ir: &mut Ir, live: &LivePools) {
+    if live.is_empty() {
+        return;
+    }
+    for target in &mut ir.targets {
+        for pool in &mut target.pools {
+            if let Some(capacity) = live.get(&(target.name.clone(), pool.name.clone())) {
+                pool.live = Some(*capacity);
+            }
+        }
+    }
+}
+
+/// The capacity a saved plan assumed per pool (its pool ledgers), as live capacities: a plan
+/// made against live allocation is verified against what it saw, and one that assumed the
+/// declared capacity is unchanged by it ([`crate::ir::Pool::capped`] never raises one).
+fn recorded_live(plan: &Plan) -> LivePools {
+    plan.pools
+        .iter()
+        .map(|l| {
+            let capacity = LiveCapacity {
+                free: u64::from(l.capacity),
+                read: None,
+            };
+            ((l.target.clone(), l.pool.clone()), capacity)
+        })
+        .collect()
 }
 
 /// Plans as [`plan`] does, with the exact assignment where it can be (`berth plan --exact`:
@@ -216,11 +263,13 @@ pub fn plan_exact(
     sources: &SourceMap,
     at: Timestamp,
     time_limit_s: f64,
+    live: &LivePools,
 ) -> Result<(Planned, ExactOutcome), PlanFailure> {
     let compiled = compile(sources);
-    let Some(ir) = compiled.ir else {
+    let Some(mut ir) = compiled.ir else {
         return Err(PlanFailure::Spec(compiled.diagnostics));
     };
+    with_live(&mut ir, live);
     let digest = source_digest(sources);
     let (mut plan, outcome) = {
         let (solved, outcome) = placement::solve_exact(&ir, sources, at, time_limit_s);
@@ -240,7 +289,7 @@ pub fn plan_exact(
             let outcome = ExactOutcome::Unverified {
                 violations: violations.len(),
             };
-            self::plan(sources, at).map(|planned| (planned, outcome))
+            self::plan_live(sources, at, live).map(|planned| (planned, outcome))
         }
         Err(violations) => Err(PlanFailure::Unverified {
             plan: Box::new(plan),
@@ -251,28 +300,21 @@ pub fn plan_exact(
 
 /// Plans as [`plan`] does and, from the same solve, says why target `target` holds no
 /// replica of workload `workload`: the rejection the plan lists, or would list if a large
-/// estate's plan did not only count it (`berth explain W T`). `None` when the target holds
-/// replicas of it, or when either name is not the spec's.
+/// estate's plan did not only count it (`berth explain W T`), with the pools of `live` as
+/// [`plan_live`] takes them. `None` when the target holds replicas of it, or when either name
+/// is not the spec's.
 pub fn plan_and_explain(
     sources: &SourceMap,
     at: Timestamp,
     workload: &str,
     target: &str,
+    live: &LivePools,
 ) -> Result<(Planned, Option<Rejection>), PlanFailure> {
-    plan_then(sources, at, |solved| {
+    plan_compiled(compile(sources), sources, at, live, |solved| {
         let w = solved.ir.workload_by_name(workload)?;
         let t = solved.ir.target_by_name(target)?;
         solved.explain(w, t)
     })
-}
-
-/// Compiles, solves and verifies; `then` asks the solve its question before it is dropped.
-fn plan_then<R>(
-    sources: &SourceMap,
-    at: Timestamp,
-    then: impl FnOnce(&placement::Solved<'_>) -> R,
-) -> Result<(Planned, R), PlanFailure> {
-    plan_compiled(compile(sources), sources, at, then)
 }
 
 /// Parses the files `base` of `sources` as one spec changed by the what-if file `what_if`
@@ -317,27 +359,31 @@ pub fn check_what_if(
 }
 
 /// Plans the spec made of the files `base` of `sources` as the what-if file `what_if`
-/// changes it, as [`plan`] plans a spec: placed at `at` and verified.
+/// changes it, as [`plan_live`] plans a spec: placed at `at` against `live` and verified.
 pub fn plan_what_if(
     sources: &SourceMap,
     base: &[FileId],
     what_if: FileId,
     at: Timestamp,
+    live: &LivePools,
 ) -> Result<Planned, PlanFailure> {
-    plan_compiled(compile_what_if(sources, base, what_if), sources, at, |_| ())
-        .map(|(planned, ())| planned)
+    let compiled = compile_what_if(sources, base, what_if);
+    plan_compiled(compiled, sources, at, live, |_| ()).map(|(planned, ())| planned)
 }
 
-/// Solves and verifies a compiled spec.
+/// Solves and verifies a compiled spec, its pools as `live` reads them; `then` asks the solve
+/// its question before it is dropped.
 fn plan_compiled<R>(
     compiled: Compilation,
     sources: &SourceMap,
     at: Timestamp,
+    live: &LivePools,
     then: impl FnOnce(&placement::Solved<'_>) -> R,
 ) -> Result<(Planned, R), PlanFailure> {
-    let Some(ir) = compiled.ir else {
+    let Some(mut ir) = compiled.ir else {
         return Err(PlanFailure::Spec(compiled.diagnostics));
     };
+    with_live(&mut ir, live);
     let digest = source_digest(sources);
     let (mut plan, answer) = {
         let solved = placement::solve(&ir, sources, at);
@@ -404,13 +450,16 @@ pub fn plan_instant_from(now: Timestamp) -> Timestamp {
 
 /// The one door for a saved plan: compiles the spec in `sources` (named as when it was
 /// planned), digests it, and runs the independent verifier on `plan` at the instant the plan
-/// records. The caller decides what a digest mismatch or a violation means for it
+/// records, against the capacity its pool ledgers say it assumed where that is less than the
+/// spec declares (a plan made with `--live`; never more: a ledger above the spec is a
+/// violation). The caller decides what a digest mismatch or a violation means for it
 /// (`berth verify` reports both, `berth apply` refuses).
 pub fn reverify(sources: &SourceMap, plan: &Plan) -> Result<Reverified, ReverifyFailure> {
     let compiled = compile(sources);
-    let Some(ir) = compiled.ir else {
+    let Some(mut ir) = compiled.ir else {
         return Err(ReverifyFailure::Spec(compiled.diagnostics));
     };
+    with_live(&mut ir, &recorded_live(plan));
     let verdict = plan_instant(plan).map(|at| verify::verify(&ir, plan, at));
     Ok(Reverified {
         source_digest: source_digest(sources),

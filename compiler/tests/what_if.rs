@@ -237,7 +237,7 @@ mod properties {
         if compiled.ir.is_some() {
             let at = "2025-06-04T10:00:00Z".parse().expect("instant");
             if let Err(driver::PlanFailure::Unverified { violations, .. }) =
-                driver::plan_what_if(&map, &[spec], id, at)
+                driver::plan_what_if(&map, &[spec], id, at, &Default::default())
             {
                 panic!("the changed spec's plan does not verify: {violations:#?}");
             }

@@ -466,6 +466,50 @@ pub struct Pool {
     pub mig: Option<String>,
     pub node_labels: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
+    /// The capacity the pool has for this plan as read from its cluster (`berth plan
+    /// --live`), or as a saved plan made so records it; `None`: the declared capacity. Never
+    /// written in a spec: the driver sets it (`driver::LivePools`). Placement and the
+    /// verifier both take the smaller of this and the declared capacity ([`Pool::capped`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveCapacity>,
+}
+
+impl Pool {
+    /// `declared` (devices, or MIG slices of a partitioned pool) as far as the live
+    /// capacity allows: a live reading can lower a pool's capacity, never raise it.
+    pub fn capped(&self, declared: u64) -> u64 {
+        self.live.map_or(declared, |l| declared.min(l.free))
+    }
+}
+
+/// A pool's capacity read live (`docs/operations.md`, "Planning against live allocation").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveCapacity {
+    /// Devices (or MIG slices) free for this plan: what the pool's nodes allocate less what
+    /// pods berth does not manage hold, or the capacity a saved plan records.
+    pub free: u64,
+    /// The figures read from the cluster, for messages; `None` when the capacity comes from
+    /// a saved plan's ledger.
+    pub read: Option<LiveRead>,
+}
+
+/// What a cluster said of a pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveRead {
+    /// Devices (or MIG slices) the pool's nodes can allocate.
+    pub allocatable: u64,
+    /// Of those, held by running pods berth does not manage for this spec.
+    pub held: u64,
+}
+
+impl LiveCapacity {
+    /// The capacity free for berth given what a cluster said.
+    pub fn read(allocatable: u64, held: u64) -> LiveCapacity {
+        LiveCapacity {
+            free: allocatable.saturating_sub(held),
+            read: Some(LiveRead { allocatable, held }),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

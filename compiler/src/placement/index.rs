@@ -182,7 +182,9 @@ impl EstateIndex {
         for (t, target) in ir.targets.iter().enumerate() {
             let reach = self.target_reach.get(t).copied().unwrap_or(ONLINE);
             for p in &target.pools {
-                let (mut kind, units) = pool_kind(ir, p);
+                let (mut kind, declared) = pool_kind(ir, p);
+                // A live reading lowers the capacity, never raises it (`--live`).
+                let units = u32::try_from(p.capped(u64::from(declared))).unwrap_or(declared);
                 kind.reach = reach;
                 let next = kind_ids.len() as u32;
                 let id = *kind_ids.entry(kind).or_insert_with(|| {

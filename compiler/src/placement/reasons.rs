@@ -254,10 +254,11 @@ impl Solved<'_> {
             ),
             Reason::GpuCount => (
                 format!(
-                    "needs {} per replica from one pool; the largest fitting pool, `{}`, has {}",
+                    "needs {} per replica from one pool; the largest fitting pool, `{}`, has {}{}",
                     count(u64::from(gpu_units(wl)), "GPU"),
                     pool_name(ir, t, d),
-                    self.units_of(t, d)
+                    self.units_of(t, d),
+                    self.live_note(t, d)
                 ),
                 ws(&["resources.gpu"]),
                 self.pool_site(t, d, "count"),
@@ -290,9 +291,10 @@ impl Solved<'_> {
                 let unit = self.unit_noun(t, d);
                 (
                     format!(
-                        "pool `{}` has {free} of {cap} {unit}s free; needs {} per replica",
+                        "pool `{}` has {free} of {cap} {unit}s free; needs {} per replica{}",
                         pool_name(ir, t, d),
-                        count(u64::from(gpu_units(wl)), unit)
+                        count(u64::from(gpu_units(wl)), unit),
+                        self.live_note(t, d)
                     ),
                     ws(&["resources.gpu"]),
                     self.pool_site(t, d, "count"),
@@ -638,6 +640,24 @@ impl Solved<'_> {
             .get(p as usize)
             .map_or(0, |s| s.units);
         count(u64::from(units), self.unit_noun(t, p))
+    }
+
+    /// ` (live: 8 allocatable, 6 held by pods berth does not manage)` for a pool whose
+    /// capacity was read from its cluster (`berth plan --live`), so that a pool full of
+    /// other pods says so; empty otherwise.
+    fn live_note(&self, t: usize, p: u32) -> String {
+        let read = self.ir.targets[t]
+            .pools
+            .get(p as usize)
+            .and_then(|x| x.live)
+            .and_then(|l| l.read);
+        match read {
+            Some(r) => format!(
+                " (live: {} allocatable, {} held by pods berth does not manage)",
+                r.allocatable, r.held
+            ),
+            None => String::new(),
+        }
     }
 
     /// `GPU`, or `MIG slice` for a partitioned pool.

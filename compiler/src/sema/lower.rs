@@ -568,6 +568,7 @@ fn lower_target(ck: &mut Checker<'_>, t: usize) -> (Target, ItemSpans) {
             mig,
             node_labels: string_map(pf.get("node_labels")),
             taints,
+            live: None,
         });
     }
 

@@ -698,6 +698,7 @@ fn pool(name: &str, count: u32, mig: Option<String>) -> Pool {
         mig,
         node_labels: BTreeMap::new(),
         taints: Vec::new(),
+        live: None,
     }
 }
 

@@ -41,15 +41,17 @@ pub(super) fn device_memory(ir: &Ir, pool: &Pool) -> u64 {
     }
 }
 
-/// Devices, or MIG slices for a partitioned pool.
+/// Devices, or MIG slices for a partitioned pool, as far as a live reading allows
+/// (`ir::Pool::capped`).
 pub(super) fn pool_capacity(ir: &Ir, pool: &Pool) -> u64 {
     let count = u64::from(pool.count);
-    match &pool.mig {
+    let declared = match &pool.mig {
         None => count,
         Some(profile) => accelerator(ir, pool)
             .and_then(|a| a.mig_profiles.iter().find(|p| &p.name == profile))
             .map_or(0, |p| count.saturating_mul(u64::from(p.instances))),
-    }
+    };
+    pool.capped(declared)
 }
 
 /// The first requirement a (workload, target, pool) combination fails.

@@ -41,6 +41,7 @@ pub fn pool(name: &str, accelerator: u32, count: u32, mig: Option<&str>) -> Pool
         mig: mig.map(Into::into),
         node_labels: BTreeMap::new(),
         taints: Vec::new(),
+        live: None,
     }
 }
 

@@ -1,4 +1,4 @@
-//! `berth explain SPEC_DIR WORKLOAD [TARGET] [--at RFC3339]`: why a workload went where it
+//! `berth explain SPEC_DIR WORKLOAD [TARGET] [--at RFC3339] [--live]`: why a workload went where it
 //! went and why not elsewhere, with the source excerpts of both sides of each decision (the
 //! requirement in the workload, placement or policy; the offer in the target), rendered like
 //! diagnostics.
@@ -33,6 +33,9 @@ pub struct ExplainArgs {
     /// The plan instant, RFC 3339, as for `berth plan`. Default: now.
     #[arg(long, value_name = "RFC3339")]
     pub at: Option<String>,
+    /// Plan against the clusters' live allocation, as `berth plan --live` does.
+    #[arg(long)]
+    pub live: bool,
 }
 
 /// Runs `berth explain`.
@@ -46,7 +49,7 @@ pub fn run(args: &ExplainArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         planned,
         why_not: engine_rejection,
         ..
-    } = match spec::load_and_plan(&args.spec, args.at.as_deref(), question, ui)? {
+    } = match spec::load_and_plan(&args.spec, args.at.as_deref(), question, args.live, ui)? {
         Ok(done) => done,
         Err(exit) => return Ok(exit),
     };

@@ -1,5 +1,6 @@
-//! `berth plan SPEC_DIR [--at RFC3339] [-o FILE | --what-if FILE]`: compile, place, verify,
-//! and print or save the plan (with `--what-if`, what changes from it to the plan of the spec
+//! `berth plan SPEC_DIR [--at RFC3339] [--live] [-o FILE | --what-if FILE]`: compile, place
+//! (with `--live`, against the clusters' live allocation: [`crate::backends::k8s::live`]),
+//! verify, and print or save the plan (with `--what-if`, what changes from it to the plan of the spec
 //! as the what-if file changes it: [`what_if`]). Exit 0 when every replica is placed; 1 when the plan is infeasible (it is still
 //! printed and written: infeasibility is an answer), when the spec has errors (nothing is
 //! written), when the verifier rejects the engine's plan (never written), or when `-o` names
@@ -38,6 +39,12 @@ pub struct PlanArgs {
     /// solve in `--exact-time-limit`; otherwise (and says so) with the heuristic.
     #[arg(long)]
     pub exact: bool,
+    /// Place against the clusters as they are: each Kubernetes pool holds no more than its
+    /// nodes can allocate less the GPUs held by pods berth does not manage for this spec
+    /// (never more than the spec declares); a cluster that cannot be read is named on
+    /// stderr and its targets keep their declared capacity.
+    #[arg(long)]
+    pub live: bool,
     /// Seconds HiGHS may take with `--exact` (shared evenly between its stages).
     #[arg(
         long,
@@ -69,8 +76,9 @@ pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         spec,
         planned,
         exact,
+        live,
         ..
-    } = match spec::load_and_plan(&args.spec, args.at.as_deref(), question, ui)? {
+    } = match spec::load_and_plan(&args.spec, args.at.as_deref(), question, args.live, ui)? {
         Ok(done) => done,
         Err(exit) => return Ok(exit),
     };
@@ -86,7 +94,7 @@ pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         ui.err.write_all(text.as_bytes())?;
     }
     if let Some(what_if) = &args.what_if {
-        return what_if::run(&spec, &planned.plan, what_if, ui);
+        return what_if::run(&spec, &planned.plan, what_if, &live, ui);
     }
     let plan = &planned.plan;
     // The JSON text is held only when it is saved; printed alone, it streams.
@@ -99,18 +107,35 @@ pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         return Ok(e.exit());
     }
     if let Some(out) = &args.out {
+        let mut detail = serde_json::json!({
+            "file": out.display().to_string(),
+            "at": plan.at,
+            "feasible": plan.feasible,
+            "source_digest": plan.source_digest,
+        });
+        // With `--live`, the figures the plan was made against (the plan keeps only the
+        // capacity it assumed): `{"target/pool": {"allocatable": 8, "held": 4}}`.
+        if args.live {
+            let pools: serde_json::Map<String, serde_json::Value> = live
+                .iter()
+                .filter_map(|((target, pool), capacity)| {
+                    let read = capacity.read?;
+                    let figures = serde_json::json!({
+                        "allocatable": read.allocatable,
+                        "held": read.held,
+                    });
+                    Some((format!("{target}/{pool}"), figures))
+                })
+                .collect();
+            detail["live"] = pools.into();
+        }
         let entry = crate::audit::Entry {
             actor: crate::audit::local_actor(),
             action: crate::audit::Action::PlanSaved,
             plan_id: plan.plan_id.clone(),
             target: None,
             outcome: "ok".into(),
-            detail: serde_json::json!({
-                "file": out.display().to_string(),
-                "at": plan.at,
-                "feasible": plan.feasible,
-                "source_digest": plan.source_digest,
-            }),
+            detail,
         };
         crate::audit::record_or_warn(entry, ui)?;
     }

@@ -6,13 +6,14 @@
 //! digest and every source reference in a plan are the same wherever `berth` is run from
 //! and however the directory is spelled; diagnostics still show the paths as given.
 
+use crate::backends::k8s;
 use crate::files::{self, FsReader};
 use crate::report::{Exit, OutputFormat, Ui};
 use berth_compiler::diagnostics::Diagnostic;
 use berth_compiler::diagnostics::render::render_terminal;
 use berth_compiler::driver::Violation;
 use berth_compiler::driver::{self, PlanFailure, Planned};
-use berth_compiler::plan::Rejection;
+use berth_compiler::plan::{Plan, Rejection};
 use berth_compiler::source::{SourceMap, Span};
 use jiff::Timestamp;
 use std::io;
@@ -63,6 +64,8 @@ pub fn load(path: &Path, ui: &mut Ui<'_>) -> io::Result<Result<Spec, Exit>> {
 pub struct SpecPlanned {
     pub spec: Spec,
     pub planned: Planned,
+    /// With `--live`: the pools' capacity as read from the clusters (empty otherwise).
+    pub live: driver::LivePools,
     /// For `explain W T`: why the engine put no replica of `W` on `T` (see [`load_and_plan`]).
     pub why_not: Option<Rejection>,
     /// With [`Question::Exact`]: how the exact mode ended.
@@ -89,6 +92,7 @@ pub fn load_and_plan(
     path: &Path,
     at: Option<&str>,
     question: Question<'_>,
+    live: bool,
     ui: &mut Ui<'_>,
 ) -> io::Result<Result<SpecPlanned, Exit>> {
     let at = match instant(at, ui)? {
@@ -99,22 +103,33 @@ pub fn load_and_plan(
         Ok(spec) => spec,
         Err(exit) => return Ok(Err(exit)),
     };
+    let live = if live {
+        read_live(&spec, ui)?
+    } else {
+        driver::LivePools::new()
+    };
     let planned = match question {
-        Question::Plan => driver::plan(&spec.sources, at).map(|planned| (planned, None, None)),
+        Question::Plan => {
+            driver::plan_live(&spec.sources, at, &live).map(|planned| (planned, None, None))
+        }
         Question::WhyNot(workload, target) => {
-            driver::plan_and_explain(&spec.sources, at, workload, target)
+            driver::plan_and_explain(&spec.sources, at, workload, target, &live)
                 .map(|(planned, why_not)| (planned, why_not, None))
         }
-        Question::Exact(seconds) => driver::plan_exact(&spec.sources, at, seconds)
+        Question::Exact(seconds) => driver::plan_exact(&spec.sources, at, seconds, &live)
             .map(|(planned, outcome)| (planned, None, Some(outcome))),
     };
     match planned {
-        Ok((planned, why_not, exact)) => Ok(Ok(SpecPlanned {
-            spec,
-            planned,
-            why_not,
-            exact,
-        })),
+        Ok((planned, why_not, exact)) => {
+            print_live(&live, &planned.plan, ui)?;
+            Ok(Ok(SpecPlanned {
+                spec,
+                planned,
+                live,
+                why_not,
+                exact,
+            }))
+        }
         Err(PlanFailure::Spec(diags)) => {
             ui.diagnostics(&diags, &spec.shown, serde_json::Map::new())?;
             ui.summary(&diags, spec.shown.len())?;
@@ -130,6 +145,63 @@ pub fn load_and_plan(
             Ok(Err(Exit::ErrorsFound))
         }
     }
+}
+
+/// `--live`: the capacity of every Kubernetes target's pools as its cluster says
+/// ([`k8s::live`]; each pool's figures are printed once planned: `print_live`); a context that cannot be read is named there too
+/// (never its credentials), and its targets keep the capacity the spec declares. A spec with
+/// errors reads nothing (planning reports them).
+fn read_live(spec: &Spec, ui: &mut Ui<'_>) -> io::Result<driver::LivePools> {
+    let Some(ir) = driver::compile(&spec.sources).ir else {
+        return Ok(driver::LivePools::new());
+    };
+    let read = k8s::live::read(&ir, &k8s::kubeconfig::Kubeconfigs::load());
+    for unread in &read.unread {
+        writeln!(
+            ui.err,
+            "warning: `--live` could not read context `{}`: {}; {} planned with the capacity \
+             the spec declares",
+            unread.context,
+            unread.why,
+            unread
+                .targets
+                .iter()
+                .map(|t| format!("`{t}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )?;
+    }
+    for (target, pool) in &read.unlabelled {
+        writeln!(
+            ui.err,
+            "note: `--live` cannot tell the nodes of pool `{target}/{pool}` apart (the spec \
+             gives it no `node_labels`); it is planned with the capacity the spec declares"
+        )?;
+    }
+    Ok(read.pools)
+}
+
+/// One line per pool read live: the figures, the capacity the plan assumed (its ledger) and
+/// what it places there.
+fn print_live(live: &driver::LivePools, plan: &Plan, ui: &mut Ui<'_>) -> io::Result<()> {
+    for ledger in &plan.pools {
+        let key = (ledger.target.clone(), ledger.pool.clone());
+        let Some(read) = live.get(&key).and_then(|c| c.read) else {
+            continue;
+        };
+        writeln!(
+            ui.err,
+            "live: pool `{}/{}`: {} allocatable, {} held by pods berth does not manage; \
+             capacity {} for this plan, {} placed",
+            ledger.target,
+            ledger.pool,
+            read.allocatable,
+            read.held,
+            ledger.capacity,
+            ledger.allocated
+        )?;
+    }
+    Ok(())
 }
 
 /// The plan instant when none is given: the clock read once, to the whole second

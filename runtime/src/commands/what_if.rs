@@ -15,8 +15,14 @@ use std::io;
 use std::path::Path;
 
 /// Plans `spec` changed by the what-if file at `path` and prints the difference from `base`,
-/// the spec's own plan at the same instant.
-pub fn run(spec: &spec::Spec, base: &Plan, path: &Path, ui: &mut Ui<'_>) -> io::Result<Exit> {
+/// the spec's own plan at the same instant (and, with `--live`, against the same live pools).
+pub fn run(
+    spec: &spec::Spec,
+    base: &Plan,
+    path: &Path,
+    live: &driver::LivePools,
+    ui: &mut Ui<'_>,
+) -> io::Result<Exit> {
     let text = match files::read_source(path, driver::MAX_FILE_BYTES) {
         Ok(text) => text,
         Err(error) => {
@@ -34,7 +40,7 @@ pub fn run(spec: &spec::Spec, base: &Plan, path: &Path, ui: &mut Ui<'_>) -> io::
     let spec_files = driver::all_files(&sources);
     let id = sources.add(name.clone(), text.clone());
     shown.add(name, text);
-    match driver::plan_what_if(&sources, &spec_files, id, instant) {
+    match driver::plan_what_if(&sources, &spec_files, id, instant, live) {
         Ok(changed) => {
             let diff = berth_compiler::plan::diff::diff(base, &changed.plan);
             plan_diff::print(&diff, ui)?;

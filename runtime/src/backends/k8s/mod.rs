@@ -1,7 +1,8 @@
 //! The Kubernetes backend: a verified plan turned into typed Kubernetes objects
 //! ([`render`]), written as YAML per cluster and namespace, server-side applied with field
 //! manager `berth` ([`apply`]), compared with the live state ([`diff`]), pruned ([`prune`]),
-//! waited for ([`rollout`], with WATCH streams), observed ([`status`], [`top`]) and its idle
+//! waited for ([`rollout`], with WATCH streams), observed ([`status`], [`top`], and
+//! [`live`] for `berth plan --live`) and its idle
 //! GPUs reclaimed ([`reclaim`]); concurrent applies
 //! serialise on a Lease per namespace ([`lock`]).
 //!
@@ -13,6 +14,7 @@ pub mod client;
 pub mod diff;
 pub mod drift;
 pub mod kubeconfig;
+pub mod live;
 pub mod lock;
 pub mod prune;
 pub mod reclaim;

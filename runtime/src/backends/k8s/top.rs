@@ -37,6 +37,10 @@ pub struct Holder {
     pub pod: String,
     /// berth's workload label; `None` for a pod berth did not place.
     pub workload: Option<String>,
+    /// berth's target label of a pod labelled `app.kubernetes.io/managed-by: berth`; `None`
+    /// for any other pod (what `berth plan --live` counts as held by others).
+    #[serde(skip)]
+    pub berth_target: Option<String>,
     pub gpus: i64,
 }
 
@@ -82,6 +86,10 @@ pub async fn gpu_use(
                     continue;
                 }
                 allocated += gpus;
+                let pod_labels = pod.metadata.labels.as_ref();
+                let managed = pod_labels
+                    .and_then(|l| l.get(super::MANAGED_BY.0))
+                    .is_some_and(|v| v == super::MANAGED_BY.1);
                 holders.push(Holder {
                     target: target.name.clone(),
                     pool: pool.name.clone(),
@@ -92,6 +100,10 @@ pub async fn gpu_use(
                         .labels
                         .as_ref()
                         .and_then(|l| l.get(labels::WORKLOAD))
+                        .cloned(),
+                    berth_target: pod_labels
+                        .filter(|_| managed)
+                        .and_then(|l| l.get(labels::TARGET))
                         .cloned(),
                     gpus,
                 });
