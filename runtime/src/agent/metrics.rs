@@ -104,9 +104,12 @@ pub fn exposition(status: &Value, hostname: &str) -> String {
         .into_iter()
         .flatten()
         .collect();
-    let device_labels = |d: &Value| {
+    // dcgm-exporter's labels of device `d`, then `mig` (a MIG instance's own), then berth's:
+    // the workloads whose processes `holder` (the device, or the instance) lists.
+    let gpu_labels = |d: &Value, mig: &[(&str, &str)], holder: &Value| {
         let index = d["index"].as_u64().unwrap_or(0).to_string();
-        let mut workloads: Vec<&str> = d["processes"]
+        let device = format!("nvidia{index}");
+        let mut workloads: Vec<&str> = holder["processes"]
             .as_array()
             .into_iter()
             .flatten()
@@ -114,17 +117,19 @@ pub fn exposition(status: &Value, hostname: &str) -> String {
             .collect();
         workloads.sort_unstable();
         workloads.dedup();
-        labels(&[
-            ("gpu", &index),
+        let workloads = workloads.join(",");
+        let mut pairs = vec![
+            ("gpu", index.as_str()),
             ("UUID", d["uuid"].as_str().unwrap_or_default()),
-            ("device", &format!("nvidia{index}")),
+            ("device", device.as_str()),
             ("modelName", d["name"].as_str().unwrap_or_default()),
             ("Hostname", hostname),
-            ("target", target),
-            ("plan", plan),
-            ("workload", &workloads.join(",")),
-        ])
+        ];
+        pairs.extend_from_slice(mig);
+        pairs.extend([("target", target), ("plan", plan), ("workload", &workloads)]);
+        labels(&pairs)
     };
+    let device_labels = |d: &Value| gpu_labels(d, &[], d);
     const MIB: f64 = 1048576.0;
     type Pick = fn(&Value) -> Option<String>;
     let gauges: [(&str, &str, Pick); 6] = [
@@ -163,11 +168,45 @@ pub fn exposition(status: &Value, hostname: &str) -> String {
             |d| d["sm_clock_mhz"].as_u64().map(|c| c.to_string()),
         ),
     ];
+    // A MIG instance's memory, as dcgm-exporter exports it per GPU instance (framebuffer
+    // only: it gives no `DCGM_FI_DEV_GPU_UTIL` for MIG instances either): the parent's labels
+    // and `GPU_I_PROFILE`. dcgm-exporter's `GPU_I_ID` is the GPU instance id, which NVML's
+    // safe Rust binding does not give; berth's own `mig_index` (the instance's index under
+    // its parent) and `mig_uuid` tell instances apart instead, and `workload` names the
+    // workloads whose processes run on the instance.
+    let instance_labels = |d: &Value, i: &Value| {
+        let index = i["index"].as_u64().unwrap_or(0).to_string();
+        let mig = [
+            ("GPU_I_PROFILE", i["profile"].as_str().unwrap_or_default()),
+            ("mig_index", index.as_str()),
+            ("mig_uuid", i["uuid"].as_str().unwrap_or_default()),
+        ];
+        gpu_labels(d, &mig, i)
+    };
+    let instances: Vec<(&Value, &Value)> = devices
+        .iter()
+        .filter(|d| d["mig"]["enabled"] == true)
+        .flat_map(|d| {
+            d["mig"]["instances"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(move |i| (*d, i))
+        })
+        .collect();
     for (name, help, pick) in gauges {
-        let samples: Vec<(String, String)> = devices
+        let mut samples: Vec<(String, String)> = devices
             .iter()
             .filter_map(|d| pick(d).map(|v| (device_labels(d), v)))
             .collect();
+        if matches!(name, "DCGM_FI_DEV_FB_USED" | "DCGM_FI_DEV_FB_FREE") {
+            // The instance's own memory figures, picked as a device's are.
+            samples.extend(
+                instances
+                    .iter()
+                    .filter_map(|(d, i)| pick(i).map(|v| (instance_labels(d, i), v))),
+            );
+        }
         family(&mut out, name, "gauge", help, &samples);
     }
     out
@@ -231,5 +270,60 @@ mod tests {
             "not measured, not shown: {text}"
         );
         assert!(text.contains("berth_agent_bundle_generation 3\n"), "{text}");
+    }
+
+    #[test]
+    fn mig_instances_get_their_memory_with_their_profile() {
+        // An H100 in MIG mode with two 1g.10gb instances (the same profile twice: told apart
+        // by `mig_index` and `mig_uuid`), one running a workload's process. The device gives
+        // no utilisation in MIG mode, so no `DCGM_FI_DEV_GPU_UTIL` at all.
+        let status = serde_json::json!({
+            "target": "rig", "plan_id": "sha256:ab",
+            "gpus": {"devices": [{
+                "index": 0, "name": "NVIDIA H100", "uuid": "GPU-1",
+                "memory_total": 80u64 << 30, "memory_used": 3u64 << 30,
+                "mig": {"enabled": true, "instances": [
+                    {"index": 0, "profile": "1g.10gb", "uuid": "MIG-a",
+                     "memory_total": 10u64 << 30, "memory_used": 2u64 << 30,
+                     "processes": [{"pid": 7, "workload": "detector"}]},
+                    {"index": 1, "profile": "1g.10gb", "uuid": "MIG-b",
+                     "memory_total": 10u64 << 30, "memory_used": 0},
+                ]},
+            }]},
+        });
+        let text = exposition(&status, "edge-1");
+        let instance = |index: u32, uuid: &str, workload: &str| {
+            format!(
+                "gpu=\"0\",UUID=\"GPU-1\",device=\"nvidia0\",modelName=\"NVIDIA H100\",\
+                 Hostname=\"edge-1\",GPU_I_PROFILE=\"1g.10gb\",mig_index=\"{index}\",\
+                 mig_uuid=\"{uuid}\",target=\"rig\",plan=\"sha256:ab\",workload=\"{workload}\""
+            )
+        };
+        for (line, why) in [
+            (
+                format!(
+                    "DCGM_FI_DEV_FB_USED{{{}}} 2048\n",
+                    instance(0, "MIG-a", "detector")
+                ),
+                "the busy instance",
+            ),
+            (
+                format!(
+                    "DCGM_FI_DEV_FB_FREE{{{}}} 8192\n",
+                    instance(0, "MIG-a", "detector")
+                ),
+                "its free memory",
+            ),
+            (
+                format!("DCGM_FI_DEV_FB_USED{{{}}} 0\n", instance(1, "MIG-b", "")),
+                "the idle instance",
+            ),
+        ] {
+            assert!(text.contains(&line), "{why}: {text}");
+        }
+        assert!(!text.contains("DCGM_FI_DEV_GPU_UTIL"), "{text}");
+        // One family each, whole device and instances together.
+        assert_eq!(text.matches("# TYPE DCGM_FI_DEV_FB_USED").count(), 1);
+        assert_eq!(text.matches("DCGM_FI_DEV_FB_USED{").count(), 3, "{text}");
     }
 }
