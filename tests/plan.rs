@@ -1056,6 +1056,88 @@ fn what_if_scenarios_on_the_examples() {
     }
 }
 
+/// `berth explain --what-if FILE` explains the plan of the spec as the what-if file changes
+/// it. With Lyon's images 85 ms away, `vision_inspect` is not on Lyon and the excerpt of the
+/// offer points into the what-if file; with Lyon offline, the answer says the file took it
+/// offline; without a what-if file, the same question finds it placed there. A what-if file
+/// that cannot be read is exit 2.
+#[test]
+fn explain_answers_for_the_spec_a_what_if_file_makes() {
+    let dir = copy_example("three-plants", unchanged);
+    fs::write(
+        dir.path().join("far.what-if.berth"),
+        "target lyon {\n  data line_images = remote { latency = 85ms }\n}\n",
+    )
+    .expect("write");
+    fs::write(
+        dir.path().join("off.what-if.berth"),
+        "target lyon { offline = true }\n",
+    )
+    .expect("write");
+    let ask = |extra: &[&str]| {
+        let mut args = vec!["explain", "spec", "vision_inspect", "lyon", "--at", PEAK];
+        args.extend_from_slice(extra);
+        berth(dir.path(), &args)
+    };
+    let out = ask(&[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("Placed"), "{}", stdout(&out));
+
+    let out = ask(&["--what-if", "far.what-if.berth"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("with the changes of `far.what-if.berth`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Rejected: `lyon`: data set `line_images` is 85ms away (remote)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("far.what-if.berth:2:3"),
+        "the offer is in the what-if file: {text}"
+    );
+
+    let out = ask(&["--what-if", "off.what-if.berth"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out)
+            .contains("Not placed: `lyon`: the what-if file `off.what-if.berth` takes it offline"),
+        "{}",
+        stdout(&out)
+    );
+
+    let out = berth(
+        dir.path(),
+        &[
+            "--output",
+            "json",
+            "explain",
+            "spec",
+            "vision_inspect",
+            "lyon",
+            "--at",
+            PEAK,
+            "--what-if",
+            "far.what-if.berth",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    assert_eq!(doc["what_if"], "far.what-if.berth");
+    assert_eq!(doc["placements"], serde_json::json!([]));
+    assert_eq!(doc["rejection"]["reason"], "data_latency", "{doc}");
+
+    let out = ask(&["--what-if", "missing.what-if.berth"]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("missing.what-if.berth"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// A what-if file inside the spec directory (`NAME.what-if.berth`) is not part of the spec:
 /// `plan` leaves it out (same plan id), `plan --what-if` takes it, and `check` checks it
 /// against the spec of its directory.

@@ -371,6 +371,25 @@ pub fn plan_what_if(
     plan_compiled(compiled, sources, at, live, |_| ()).map(|(planned, ())| planned)
 }
 
+/// Plans as [`plan_what_if`] does and, as [`plan_and_explain`] does, says why the engine put
+/// no replica of `workload` on `target` in that changed spec (`berth explain --what-if`).
+pub fn plan_what_if_and_explain(
+    sources: &SourceMap,
+    base: &[FileId],
+    what_if: FileId,
+    at: Timestamp,
+    question: (&str, &str),
+    live: &LivePools,
+) -> Result<(Planned, Option<Rejection>), PlanFailure> {
+    let (workload, target) = question;
+    let compiled = compile_what_if(sources, base, what_if);
+    plan_compiled(compiled, sources, at, live, |solved| {
+        let w = solved.ir.workload_by_name(workload)?;
+        let t = solved.ir.target_by_name(target)?;
+        solved.explain(w, t)
+    })
+}
+
 /// Solves and verifies a compiled spec, its pools as `live` reads them; `then` asks the solve
 /// its question before it is dropped.
 fn plan_compiled<R>(

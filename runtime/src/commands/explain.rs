@@ -1,19 +1,21 @@
-//! `berth explain SPEC_DIR WORKLOAD [TARGET] [--at RFC3339] [--live]`: why a workload went where it
-//! went and why not elsewhere, with the source excerpts of both sides of each decision (the
-//! requirement in the workload, placement or policy; the offer in the target), rendered like
-//! diagnostics.
+//! `berth explain SPEC_DIR WORKLOAD [TARGET] [--at RFC3339] [--live] [--what-if FILE]`: why a
+//! workload went where it went and why not elsewhere, with the source excerpts of both sides
+//! of each decision (the requirement in the workload, placement or policy; the offer in the
+//! target), rendered like diagnostics.
 //!
 //! It plans the spec as `berth plan` does (the same instant gives the same decisions), then
 //! reads the plan; a target a large estate's plan only counts (`others`) is explained by the
-//! engine, from the same solve (`driver::plan_and_explain`).
+//! engine, from the same solve (`driver::plan_and_explain`). With `--what-if`, the spec is
+//! the one the what-if file makes of it, as `berth plan --what-if` plans it, and excerpts
+//! point into the what-if file where its changes decided.
 
 use super::spec::{self, Spec};
 use crate::report::{Exit, OutputFormat, Ui};
 use berth_compiler::diagnostics::Label;
 use berth_compiler::diagnostics::render::{Excerpt, render_excerpts};
-use berth_compiler::driver::Planned;
 use berth_compiler::driver::suggest;
 use berth_compiler::driver::units::{count, duration};
+use berth_compiler::driver::{self, Planned};
 use berth_compiler::ir::TargetId;
 use berth_compiler::plan::{Placement, Rejection, SourceRef, WorkloadPlan};
 use berth_compiler::source::{FileId, Span};
@@ -36,6 +38,9 @@ pub struct ExplainArgs {
     /// Plan against the clusters' live allocation, as `berth plan --live` does.
     #[arg(long)]
     pub live: bool,
+    /// Explain the plan of the spec as this what-if file changes it (`berth plan --what-if`).
+    #[arg(long, value_name = "FILE")]
+    pub what_if: Option<PathBuf>,
 }
 
 /// Runs `berth explain`.
@@ -48,8 +53,16 @@ pub fn run(args: &ExplainArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         spec,
         planned,
         why_not: engine_rejection,
+        what_if: changes,
         ..
-    } = match spec::load_and_plan(&args.spec, args.at.as_deref(), question, args.live, ui)? {
+    } = match spec::load_and_plan(
+        &args.spec,
+        args.at.as_deref(),
+        question,
+        args.what_if.as_deref(),
+        args.live,
+        ui,
+    )? {
         Ok(done) => done,
         Err(exit) => return Ok(exit),
     };
@@ -62,16 +75,26 @@ pub fn run(args: &ExplainArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
     else {
         return unknown(ui, "workload", &args.workload, names);
     };
+    let what_if = args.what_if.as_ref().map(|p| p.display().to_string());
     let explainer = Explainer {
         spec: &spec,
         planned: &planned,
         engine_rejection,
         workload: wp,
+        what_if: what_if.as_deref(),
     };
     match &args.target {
         None => explainer.whole(ui),
         Some(target) => {
             let Some(t) = planned.ir.target_by_name(target) else {
+                if let (Some((base, _)), Some(file)) = (&changes, explainer.what_if) {
+                    // Not in the changed spec, but in the spec itself: the what-if file took
+                    // it offline, which is the answer.
+                    let own = driver::compile_spec(&spec.sources, base);
+                    if own.ir.is_some_and(|ir| ir.target_by_name(target).is_some()) {
+                        return explainer.offline(target, file, ui);
+                    }
+                }
                 let names = planned.ir.targets.iter().map(|t| t.name.as_str());
                 return unknown(ui, "target", target, names);
             };
@@ -106,6 +129,8 @@ struct Explainer<'a> {
     /// Why the target asked about holds no replica, from the solve that made the plan.
     engine_rejection: Option<Rejection>,
     workload: &'a WorkloadPlan,
+    /// The what-if file the spec was planned with (`--what-if`), as given.
+    what_if: Option<&'a str>,
 }
 
 impl Explainer<'_> {
@@ -113,7 +138,7 @@ impl Explainer<'_> {
     fn whole(&self, ui: &mut Ui<'_>) -> io::Result<Exit> {
         let w = self.workload;
         if ui.output == OutputFormat::Json {
-            let doc = json!({ "at": self.planned.plan.at, "workload": w });
+            let doc = json!({ "at": self.planned.plan.at, "what_if": self.what_if, "workload": w });
             writeln!(ui.out, "{doc}")?;
             return Ok(Exit::Clean);
         }
@@ -160,6 +185,7 @@ impl Explainer<'_> {
         if ui.output == OutputFormat::Json {
             let doc = json!({
                 "at": self.planned.plan.at,
+                "what_if": self.what_if,
                 "workload": w.workload,
                 "target": name,
                 "placements": placements,
@@ -179,6 +205,29 @@ impl Explainer<'_> {
                 render_excerpts("Rejected", &[self.rejected(r)], sources, ui.color).as_bytes(),
             )?;
         }
+        Ok(Exit::Clean)
+    }
+
+    /// Why the workload is not on `target`, which the what-if file `file` takes offline.
+    fn offline(&self, target: &str, file: &str, ui: &mut Ui<'_>) -> io::Result<Exit> {
+        if ui.output == OutputFormat::Json {
+            let doc = json!({
+                "at": self.planned.plan.at,
+                "what_if": file,
+                "workload": self.workload.workload,
+                "target": target,
+                "placements": [],
+                "rejection": null,
+                "offline": true,
+            });
+            writeln!(ui.out, "{doc}")?;
+            return Ok(Exit::Clean);
+        }
+        writeln!(ui.out, "{}\n", self.headline())?;
+        writeln!(
+            ui.out,
+            "Not placed: `{target}`: the what-if file `{file}` takes it offline, so the changed spec has no such target"
+        )?;
         Ok(Exit::Clean)
     }
 
@@ -206,6 +255,9 @@ impl Explainer<'_> {
                 a.threshold,
                 a.policy
             ));
+        }
+        if let Some(file) = self.what_if {
+            line.push_str(&format!("; with the changes of `{file}`"));
         }
         line
     }

@@ -78,7 +78,14 @@ pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         exact,
         live,
         ..
-    } = match spec::load_and_plan(&args.spec, args.at.as_deref(), question, args.live, ui)? {
+    } = match spec::load_and_plan(
+        &args.spec,
+        args.at.as_deref(),
+        question,
+        None,
+        args.live,
+        ui,
+    )? {
         Ok(done) => done,
         Err(exit) => return Ok(exit),
     };

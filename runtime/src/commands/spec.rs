@@ -14,7 +14,7 @@ use berth_compiler::diagnostics::render::render_terminal;
 use berth_compiler::driver::Violation;
 use berth_compiler::driver::{self, PlanFailure, Planned};
 use berth_compiler::plan::{Plan, Rejection};
-use berth_compiler::source::{SourceMap, Span};
+use berth_compiler::source::{FileId, SourceMap, Span};
 use jiff::Timestamp;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -70,6 +70,8 @@ pub struct SpecPlanned {
     pub why_not: Option<Rejection>,
     /// With [`Question::Exact`]: how the exact mode ended.
     pub exact: Option<driver::ExactOutcome>,
+    /// With a what-if file: the spec's own files, and the what-if file's id.
+    pub what_if: Option<(Vec<FileId>, FileId)>,
 }
 
 /// What is asked of the solve besides the plan.
@@ -88,10 +90,14 @@ pub enum Question<'a> {
 /// holds no replica of `W`, from the same solve. Every failure is printed here (a spec with
 /// errors: its diagnostics; a plan the verifier rejects: the violations) and its exit code
 /// returned.
+///
+/// With `what_if` (`explain --what-if FILE`), the spec is planned as that what-if file changes
+/// it; the file joins the spec's sources, so excerpts and diagnostics can point into it.
 pub fn load_and_plan(
     path: &Path,
     at: Option<&str>,
     question: Question<'_>,
+    what_if: Option<&Path>,
     live: bool,
     ui: &mut Ui<'_>,
 ) -> io::Result<Result<SpecPlanned, Exit>> {
@@ -99,25 +105,48 @@ pub fn load_and_plan(
         Ok(at) => at,
         Err(exit) => return Ok(Err(exit)),
     };
-    let spec = match load(path, ui)? {
+    let mut spec = match load(path, ui)? {
         Ok(spec) => spec,
         Err(exit) => return Ok(Err(exit)),
+    };
+    let changes = match what_if {
+        None => None,
+        Some(file) => match add_what_if(&mut spec, file, ui)? {
+            Ok(changes) => Some(changes),
+            Err(exit) => return Ok(Err(exit)),
+        },
     };
     let live = if live {
         read_live(&spec, ui)?
     } else {
         driver::LivePools::new()
     };
-    let planned = match question {
-        Question::Plan => {
-            driver::plan_live(&spec.sources, at, &live).map(|planned| (planned, None, None))
+    let sources = &spec.sources;
+    let planned = match (question, &changes) {
+        (Question::Plan, None) => {
+            driver::plan_live(sources, at, &live).map(|planned| (planned, None, None))
         }
-        Question::WhyNot(workload, target) => {
-            driver::plan_and_explain(&spec.sources, at, workload, target, &live)
+        (Question::Plan, Some((base, file))) => {
+            driver::plan_what_if(sources, base, *file, at, &live)
+                .map(|planned| (planned, None, None))
+        }
+        (Question::WhyNot(workload, target), None) => {
+            driver::plan_and_explain(sources, at, workload, target, &live)
                 .map(|(planned, why_not)| (planned, why_not, None))
         }
-        Question::Exact(seconds) => driver::plan_exact(&spec.sources, at, seconds, &live)
+        (Question::WhyNot(workload, target), Some((base, file))) => {
+            driver::plan_what_if_and_explain(sources, base, *file, at, (workload, target), &live)
+                .map(|(planned, why_not)| (planned, why_not, None))
+        }
+        (Question::Exact(seconds), None) => driver::plan_exact(sources, at, seconds, &live)
             .map(|(planned, outcome)| (planned, None, Some(outcome))),
+        (Question::Exact(_), Some(_)) => {
+            ui.problem(
+                &"`--exact` does not take a what-if file here",
+                Some("`berth plan --what-if FILE --exact` plans both sides exactly"),
+            )?;
+            return Ok(Err(Exit::Trouble));
+        }
     };
     match planned {
         Ok((planned, why_not, exact)) => {
@@ -128,6 +157,7 @@ pub fn load_and_plan(
                 live,
                 why_not,
                 exact,
+                what_if: changes,
             }))
         }
         Err(PlanFailure::Spec(diags)) => {
@@ -145,6 +175,28 @@ pub fn load_and_plan(
             Ok(Err(Exit::ErrorsFound))
         }
     }
+}
+
+/// Adds the what-if file at `path` to `spec` (planned sources and shown ones, under the path
+/// as given): the spec's own files and the what-if file's id. A file that cannot be read is
+/// printed (exit 2).
+pub fn add_what_if(
+    spec: &mut Spec,
+    path: &Path,
+    ui: &mut Ui<'_>,
+) -> io::Result<Result<(Vec<FileId>, FileId), Exit>> {
+    let text = match files::read_source(path, driver::MAX_FILE_BYTES) {
+        Ok(text) => text,
+        Err(error) => {
+            ui.problem(&error, Some(error.hint()))?;
+            return Ok(Err(Exit::Trouble));
+        }
+    };
+    let name = path.display().to_string();
+    let base = driver::all_files(&spec.sources);
+    let id = spec.sources.add(name.clone(), text.clone());
+    spec.shown.add(name, text);
+    Ok(Ok((base, id)))
 }
 
 /// `--live`: the capacity of every Kubernetes target's pools as its cluster says
