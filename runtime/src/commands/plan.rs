@@ -101,7 +101,7 @@ pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         ui.err.write_all(text.as_bytes())?;
     }
     if let Some(what_if) = &args.what_if {
-        return what_if::run(&spec, &planned.plan, what_if, &live, ui);
+        return what_if::run(spec, &planned.plan, what_if, &live, ui);
     }
     let plan = &planned.plan;
     // The JSON text is held only when it is saved; printed alone, it streams.

@@ -7,7 +7,6 @@
 //! the what-if file cannot be read.
 
 use super::{plan_diff, spec};
-use crate::files;
 use crate::report::{Exit, Ui};
 use berth_compiler::driver::{self, PlanFailure};
 use berth_compiler::plan::Plan;
@@ -17,37 +16,29 @@ use std::path::Path;
 /// Plans `spec` changed by the what-if file at `path` and prints the difference from `base`,
 /// the spec's own plan at the same instant (and, with `--live`, against the same live pools).
 pub fn run(
-    spec: &spec::Spec,
+    mut spec: spec::Spec,
     base: &Plan,
     path: &Path,
     live: &driver::LivePools,
     ui: &mut Ui<'_>,
 ) -> io::Result<Exit> {
-    let text = match files::read_source(path, driver::MAX_FILE_BYTES) {
-        Ok(text) => text,
-        Err(error) => {
-            ui.problem(&error, Some(error.hint()))?;
-            return Ok(Exit::Trouble);
-        }
+    let (spec_files, id) = match spec::add_what_if(&mut spec, path, ui)? {
+        Ok(changes) => changes,
+        Err(exit) => return Ok(exit),
     };
     // The instant the base plan records (`--at`, or the clock read once).
     let Some(instant) = driver::plan_instant(base) else {
         return Ok(Exit::Trouble);
     };
-    let mut sources = spec.sources.clone();
-    let mut shown = spec.shown.clone();
-    let name = path.display().to_string();
-    let spec_files = driver::all_files(&sources);
-    let id = sources.add(name.clone(), text.clone());
-    shown.add(name, text);
-    match driver::plan_what_if(&sources, &spec_files, id, instant, live) {
+    let shown = &spec.shown;
+    match driver::plan_what_if(&spec.sources, &spec_files, id, instant, live) {
         Ok(changed) => {
             let diff = berth_compiler::plan::diff::diff(base, &changed.plan);
             plan_diff::print(&diff, ui)?;
             Ok(Exit::Clean)
         }
         Err(PlanFailure::Spec(diags)) => {
-            ui.diagnostics(&diags, &shown, serde_json::Map::new())?;
+            ui.diagnostics(&diags, shown, serde_json::Map::new())?;
             ui.summary(&diags, shown.len())?;
             ui.status(&"no what-if plan: the spec as the what-if file changes it has errors")?;
             Ok(Exit::ErrorsFound)
@@ -57,7 +48,7 @@ pub fn run(
                 &"the placement engine made a what-if plan that the verifier rejects",
                 Some("this is a bug in berth: please report it with the spec, the what-if file and the `--at` used"),
             )?;
-            spec::print_violations(&violations, &shown, serde_json::Map::new(), ui)?;
+            spec::print_violations(&violations, shown, serde_json::Map::new(), ui)?;
             Ok(Exit::ErrorsFound)
         }
     }
