@@ -1252,6 +1252,75 @@ fn exact_plans_say_how_they_were_made() {
     assert_eq!(code(&out), 2, "`--exact-time-limit` needs `--exact`");
 }
 
+/// `berth explain --exact` explains the exact plan, `berth plan --exact`'s, and says how it was
+/// made; `berth plan --what-if FILE --exact` plans the changed spec exactly too, so the
+/// difference it prints is the what-if file's, never the two assigners'.
+#[test]
+fn explain_and_what_if_plan_exactly_when_asked() {
+    let dir = copy_example("training-and-inference", unchanged);
+    let out = berth(
+        dir.path(),
+        &["--output", "json", "plan", "spec", "--at", PEAK, "--exact"],
+    );
+    assert!(code(&out) <= 1, "{}", stderr(&out));
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON plan");
+    let workloads = plan["workloads"].as_array().expect("workloads");
+    assert!(!workloads.is_empty());
+    for w in workloads {
+        let name = w["workload"].as_str().expect("a name");
+        let out = berth(
+            dir.path(),
+            &[
+                "--output", "json", "explain", "spec", name, "--at", PEAK, "--exact",
+            ],
+        );
+        assert_eq!(code(&out), 0, "{name}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("exact: every stage solved to optimality (HiGHS)"),
+            "{name}: {}",
+            stderr(&out)
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert_eq!(&doc["workload"], w, "{name}: the exact plan's workload");
+    }
+    let out = berth(
+        dir.path(),
+        &[
+            "explain",
+            "spec",
+            "chat_assistant",
+            "--exact",
+            "--exact-time-limit",
+            "0",
+        ],
+    );
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+
+    fs::write(
+        dir.path().join("more.what-if.berth"),
+        "workload chat_assistant { replicas = 2 }\n",
+    )
+    .expect("write");
+    let out = berth(
+        dir.path(),
+        &[
+            "plan",
+            "spec",
+            "--at",
+            PEAK,
+            "--exact",
+            "--what-if",
+            "more.what-if.berth",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("\nthe what-if plan: exact: every stage solved to optimality (HiGHS)"),
+        "both sides are planned exactly: {err}"
+    );
+}
+
 /// `--output markdown`: the reports a pipeline posts on a merge request. The plan: replicas
 /// placed, cost, what is short and why, approvals, the per-workload table collapsed; the
 /// plan-diff: moves, newly placed and lost replicas, cost before and after, approvals newly

@@ -22,9 +22,12 @@ use std::collections::BTreeMap;
 // What the command line needs of the stages beyond the driver's own functions: the input
 // limit it reads files against, parsing and formatting one file (`berth fmt`), the IR as
 // JSON (`berth check --emit ir`), and the verifier's findings (`PlanFailure::Unverified`).
-/// How `berth plan --exact` ended ([`plan_exact`]).
+/// How `berth plan --exact` ended ([`Assigner::Exact`]).
 #[cfg(feature = "exact")]
 pub use crate::placement::exact::ExactOutcome;
+/// Without the exact mode, no outcome of it can exist.
+#[cfg(not(feature = "exact"))]
+pub type ExactOutcome = std::convert::Infallible;
 /// Quantities written for people (`16GiB`, `250ms`), as in plans' reasons.
 pub use crate::placement::units;
 pub use crate::sema::ir_to_json;
@@ -221,7 +224,15 @@ pub fn plan_live(
     at: Timestamp,
     live: &LivePools,
 ) -> Result<Planned, PlanFailure> {
-    plan_compiled(compile(sources), sources, at, live, |_| ()).map(|(planned, ())| planned)
+    plan_compiled(
+        compile(sources),
+        sources,
+        at,
+        live,
+        Assigner::Heuristic,
+        |_| None,
+    )
+    .map(|answered| answered.planned)
 }
 
 /// Sets the live capacity of every pool `live` names.
@@ -254,67 +265,66 @@ fn recorded_live(plan: &Plan) -> LivePools {
         .collect()
 }
 
-/// Plans as [`plan`] does, with the exact assignment where it can be (`berth plan --exact`:
-/// HiGHS, `time_limit_s` seconds in all; `placement::exact`): the plan and how the exact
-/// mode ended. Its plan passes the same verifier; should it not (a bug), the heuristic's plan
-/// is returned instead, and the outcome says so.
-#[cfg(feature = "exact")]
-pub fn plan_exact(
-    sources: &SourceMap,
-    at: Timestamp,
-    time_limit_s: f64,
-    live: &LivePools,
-) -> Result<(Planned, ExactOutcome), PlanFailure> {
-    let compiled = compile(sources);
-    let Some(mut ir) = compiled.ir else {
-        return Err(PlanFailure::Spec(compiled.diagnostics));
-    };
-    with_live(&mut ir, live);
-    let digest = source_digest(sources);
-    let (mut plan, outcome) = {
-        let (solved, outcome) = placement::solve_exact(&ir, sources, at, time_limit_s);
-        (solved.plan(at, &digest, COMPILER_VERSION), outcome)
-    };
-    match verify::verify(&ir, &plan, at) {
-        Ok(summary) => {
-            plan.verification = summary;
-            let planned = Planned {
-                ir,
-                plan,
-                warnings: compiled.diagnostics,
-            };
-            Ok((planned, outcome))
-        }
-        Err(violations) if outcome == ExactOutcome::Optimal => {
-            let outcome = ExactOutcome::Unverified {
-                violations: violations.len(),
-            };
-            self::plan_live(sources, at, live).map(|planned| (planned, outcome))
-        }
-        Err(violations) => Err(PlanFailure::Unverified {
-            plan: Box::new(plan),
-            violations,
-        }),
-    }
+/// How replicas are assigned to pools once eligibility and policy have decided what may go
+/// where.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Assigner {
+    /// The heuristic (`placement::assign`): the default.
+    Heuristic,
+    /// The exact assignment where it can be (`--exact`: HiGHS given `time_limit_s` seconds in
+    /// all; `placement::exact`), the heuristic's where it cannot, as [`ExactOutcome`] says.
+    #[cfg(feature = "exact")]
+    Exact { time_limit_s: f64 },
 }
 
-/// Plans as [`plan`] does and, from the same solve, says why target `target` holds no
-/// replica of workload `workload`: the rejection the plan lists, or would list if a large
-/// estate's plan did not only count it (`berth explain W T`), with the pools of `live` as
-/// [`plan_live`] takes them. `None` when the target holds replicas of it, or when either name
-/// is not the spec's.
-pub fn plan_and_explain(
+/// A verified plan and what was asked of its solve besides it ([`plan_asking`]).
+pub struct Answered {
+    pub planned: Planned,
+    /// Why the engine put no replica of the workload on the target asked about: the rejection
+    /// the plan lists, or would list if a large estate's plan did not only count it. `None`
+    /// when none was asked, when the target holds replicas of it, or when either name is not
+    /// the spec's.
+    pub why_not: Option<Rejection>,
+    /// With `Assigner::Exact`: how the exact mode ended.
+    pub exact: Option<ExactOutcome>,
+}
+
+/// Plans a compiled spec (from [`compile`], or [`compile_what_if`] for a what-if file) as
+/// [`plan_live`] does, its replicas assigned by `assigner`, and — with `why_not` `(workload,
+/// target)`, for `berth explain W T` — says from the same solve why that target holds no
+/// replica of that workload.
+///
+/// An exact plan passes the same verifier; should it not (a bug in berth), the heuristic's
+/// plan is returned instead, and the outcome says so.
+pub fn plan_asking(
+    compiled: Compilation,
     sources: &SourceMap,
     at: Timestamp,
-    workload: &str,
-    target: &str,
     live: &LivePools,
-) -> Result<(Planned, Option<Rejection>), PlanFailure> {
-    plan_compiled(compile(sources), sources, at, live, |solved| {
+    assigner: Assigner,
+    why_not: Option<(&str, &str)>,
+) -> Result<Answered, PlanFailure> {
+    let ask = |solved: &placement::Solved<'_>| {
+        let (workload, target) = why_not?;
         let w = solved.ir.workload_by_name(workload)?;
         let t = solved.ir.target_by_name(target)?;
         solved.explain(w, t)
-    })
+    };
+    plan_compiled(compiled, sources, at, live, assigner, ask)
+}
+
+/// Plans the spec made of the files `base` of `sources` as the what-if file `what_if`
+/// changes it, as [`plan_live`] plans a spec: placed at `at` against `live` and verified.
+pub fn plan_what_if(
+    sources: &SourceMap,
+    base: &[FileId],
+    what_if: FileId,
+    at: Timestamp,
+    live: &LivePools,
+) -> Result<Planned, PlanFailure> {
+    let compiled = compile_what_if(sources, base, what_if);
+    plan_compiled(compiled, sources, at, live, Assigner::Heuristic, |_| None)
+        .map(|answered| answered.planned)
 }
 
 /// Parses the files `base` of `sources` as one spec changed by the what-if file `what_if`
@@ -358,58 +368,46 @@ pub fn check_what_if(
         .collect()
 }
 
-/// Plans the spec made of the files `base` of `sources` as the what-if file `what_if`
-/// changes it, as [`plan_live`] plans a spec: placed at `at` against `live` and verified.
-pub fn plan_what_if(
-    sources: &SourceMap,
-    base: &[FileId],
-    what_if: FileId,
-    at: Timestamp,
-    live: &LivePools,
-) -> Result<Planned, PlanFailure> {
-    let compiled = compile_what_if(sources, base, what_if);
-    plan_compiled(compiled, sources, at, live, |_| ()).map(|(planned, ())| planned)
-}
-
-/// Plans as [`plan_what_if`] does and, as [`plan_and_explain`] does, says why the engine put
-/// no replica of `workload` on `target` in that changed spec (`berth explain --what-if`).
-pub fn plan_what_if_and_explain(
-    sources: &SourceMap,
-    base: &[FileId],
-    what_if: FileId,
-    at: Timestamp,
-    question: (&str, &str),
-    live: &LivePools,
-) -> Result<(Planned, Option<Rejection>), PlanFailure> {
-    let (workload, target) = question;
-    let compiled = compile_what_if(sources, base, what_if);
-    plan_compiled(compiled, sources, at, live, |solved| {
-        let w = solved.ir.workload_by_name(workload)?;
-        let t = solved.ir.target_by_name(target)?;
-        solved.explain(w, t)
-    })
-}
-
-/// Solves and verifies a compiled spec, its pools as `live` reads them; `then` asks the solve
-/// its question before it is dropped.
-fn plan_compiled<R>(
+/// Solves and verifies a compiled spec, its pools as `live` reads them, its replicas assigned
+/// by `assigner`; `ask` puts its question to the solve before it is dropped.
+fn plan_compiled(
     compiled: Compilation,
     sources: &SourceMap,
     at: Timestamp,
     live: &LivePools,
-    then: impl FnOnce(&placement::Solved<'_>) -> R,
-) -> Result<(Planned, R), PlanFailure> {
+    assigner: Assigner,
+    ask: impl Fn(&placement::Solved<'_>) -> Option<Rejection>,
+) -> Result<Answered, PlanFailure> {
     let Some(mut ir) = compiled.ir else {
         return Err(PlanFailure::Spec(compiled.diagnostics));
     };
     with_live(&mut ir, live);
     let digest = source_digest(sources);
-    let (mut plan, answer) = {
-        let solved = placement::solve(&ir, sources, at);
+    let solve = |ir: &Ir, assigner: Assigner| {
+        let (solved, outcome) = match assigner {
+            Assigner::Heuristic => (placement::solve(ir, sources, at), None),
+            #[cfg(feature = "exact")]
+            Assigner::Exact { time_limit_s } => {
+                let (solved, outcome) = placement::solve_exact(ir, sources, at, time_limit_s);
+                (solved, Some(outcome))
+            }
+        };
         let plan = solved.plan(at, &digest, COMPILER_VERSION);
-        (plan, then(&solved))
+        let why_not = ask(&solved);
+        let verdict = verify::verify(ir, &plan, at);
+        (plan, why_not, outcome, verdict)
     };
-    match verify::verify(&ir, &plan, at) {
+    #[cfg_attr(not(feature = "exact"), allow(unused_mut))]
+    let (mut plan, mut why_not, mut outcome, mut verdict) = solve(&ir, assigner);
+    #[cfg(feature = "exact")]
+    if let (Err(violations), Some(ExactOutcome::Optimal)) = (&verdict, &outcome) {
+        let refused = ExactOutcome::Unverified {
+            violations: violations.len(),
+        };
+        (plan, why_not, _, verdict) = solve(&ir, Assigner::Heuristic);
+        outcome = Some(refused);
+    }
+    match verdict {
         Ok(summary) => plan.verification = summary,
         Err(violations) => {
             return Err(PlanFailure::Unverified {
@@ -423,7 +421,11 @@ fn plan_compiled<R>(
         plan,
         warnings: compiled.diagnostics,
     };
-    Ok((planned, answer))
+    Ok(Answered {
+        planned,
+        why_not,
+        exact: outcome,
+    })
 }
 
 /// A saved plan checked again against its spec, freshly compiled (`berth verify`, and every

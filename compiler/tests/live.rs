@@ -244,8 +244,12 @@ fn a_partitioned_pool_is_read_in_slices() {
 #[cfg(feature = "exact")]
 #[test]
 fn the_exact_mode_places_against_the_same_figures() {
-    let (planned, _) =
-        driver::plan_exact(&sources(), at(), 10.0, &lyon(8, 5)).expect("the spec plans");
+    let map = sources();
+    let exact = driver::Assigner::Exact { time_limit_s: 10.0 };
+    let answered = driver::plan_asking(driver::compile(&map), &map, at(), &lyon(8, 5), exact, None)
+        .expect("the spec plans");
+    assert_eq!(answered.exact, Some(driver::ExactOutcome::Optimal));
+    let planned = answered.planned;
     assert_eq!(ledger(&planned.plan, "lyon", "l4"), (3, 3));
     assert_eq!(placed(&planned.plan, "sort"), [("cloud_eu".to_string(), 2)]);
 }

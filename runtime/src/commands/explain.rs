@@ -5,7 +5,8 @@
 //!
 //! It plans the spec as `berth plan` does (the same instant gives the same decisions), then
 //! reads the plan; a target a large estate's plan only counts (`others`) is explained by the
-//! engine, from the same solve (`driver::plan_and_explain`). With `--what-if`, the spec is
+//! engine, from the same solve (`driver::plan_asking`). With `--exact`, the plan is the exact
+//! mode's, as `berth plan --exact` makes it. With `--what-if`, the spec is
 //! the one the what-if file makes of it, as `berth plan --what-if` plans it, and excerpts
 //! point into the what-if file where its changes decided.
 
@@ -41,19 +42,26 @@ pub struct ExplainArgs {
     /// Explain the plan of the spec as this what-if file changes it (`berth plan --what-if`).
     #[arg(long, value_name = "FILE")]
     pub what_if: Option<PathBuf>,
+    #[command(flatten)]
+    pub exact: spec::ExactArgs,
 }
 
 /// Runs `berth explain`.
 pub fn run(args: &ExplainArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
-    let question = match args.target.as_deref() {
-        Some(target) => spec::Question::WhyNot(args.workload.as_str(), target),
-        None => spec::Question::Plan,
+    let assigner = match args.exact.assigner(ui)? {
+        Ok(assigner) => assigner,
+        Err(exit) => return Ok(exit),
+    };
+    let question = spec::Question {
+        why_not: args.target.as_deref().map(|t| (args.workload.as_str(), t)),
+        assigner,
     };
     let spec::SpecPlanned {
         spec,
         planned,
         why_not: engine_rejection,
         what_if: changes,
+        exact,
         ..
     } = match spec::load_and_plan(
         &args.spec,
@@ -66,6 +74,10 @@ pub fn run(args: &ExplainArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         Ok(done) => done,
         Err(exit) => return Ok(exit),
     };
+    // As for `berth plan --exact`: how the replicas were assigned, on stderr.
+    if let Some(outcome) = &exact {
+        writeln!(ui.err, "{outcome}")?;
+    }
     let names = planned.plan.workloads.iter().map(|w| w.workload.as_str());
     let Some(wp) = planned
         .plan

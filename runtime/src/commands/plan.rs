@@ -35,42 +35,25 @@ pub struct PlanArgs {
     /// moves from it, what is newly placed or lost, and the cost before and after.
     #[arg(long, value_name = "FILE", conflicts_with = "what_if")]
     pub previous: Option<PathBuf>,
-    /// Assign replicas with an exact MIP solver (HiGHS) where the estate is small enough to
-    /// solve in `--exact-time-limit`; otherwise (and says so) with the heuristic.
-    #[arg(long)]
-    pub exact: bool,
+    #[command(flatten)]
+    pub exact: spec::ExactArgs,
     /// Place against the clusters as they are: each Kubernetes pool holds no more than its
     /// nodes can allocate less the GPUs held by pods berth does not manage for this spec
     /// (never more than the spec declares); a cluster that cannot be read is named on
     /// stderr and its targets keep their declared capacity.
     #[arg(long)]
     pub live: bool,
-    /// Seconds HiGHS may take with `--exact` (shared evenly between its stages).
-    #[arg(
-        long,
-        value_name = "SECONDS",
-        default_value_t = 30.0,
-        requires = "exact"
-    )]
-    pub exact_time_limit: f64,
 }
 
 /// Runs `berth plan`.
 pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
-    let question = if args.exact {
-        if !(args.exact_time_limit > 0.0 && args.exact_time_limit.is_finite()) {
-            ui.problem(
-                &format_args!(
-                    "`--exact-time-limit {}` is not a positive number of seconds",
-                    args.exact_time_limit
-                ),
-                Some("give HiGHS some seconds, such as `--exact-time-limit 30`"),
-            )?;
-            return Ok(Exit::Trouble);
-        }
-        spec::Question::Exact(args.exact_time_limit)
-    } else {
-        spec::Question::Plan
+    let assigner = match args.exact.assigner(ui)? {
+        Ok(assigner) => assigner,
+        Err(exit) => return Ok(exit),
+    };
+    let question = spec::Question {
+        why_not: None,
+        assigner,
     };
     let spec::SpecPlanned {
         spec,
@@ -101,7 +84,7 @@ pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
         ui.err.write_all(text.as_bytes())?;
     }
     if let Some(what_if) = &args.what_if {
-        return what_if::run(spec, &planned.plan, what_if, &live, ui);
+        return what_if::run(spec, &planned.plan, what_if, &live, assigner, ui);
     }
     let plan = &planned.plan;
     // The JSON text is held only when it is saved; printed alone, it streams.

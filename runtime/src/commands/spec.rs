@@ -68,7 +68,7 @@ pub struct SpecPlanned {
     pub live: driver::LivePools,
     /// For `explain W T`: why the engine put no replica of `W` on `T` (see [`load_and_plan`]).
     pub why_not: Option<Rejection>,
-    /// With [`Question::Exact`]: how the exact mode ended.
+    /// With `--exact` ([`Question::assigner`]): how the exact mode ended.
     pub exact: Option<driver::ExactOutcome>,
     /// With a what-if file: the spec's own files, and the what-if file's id.
     pub what_if: Option<(Vec<FileId>, FileId)>,
@@ -76,13 +76,51 @@ pub struct SpecPlanned {
 
 /// What is asked of the solve besides the plan.
 #[derive(Clone, Copy, Debug)]
-pub enum Question<'a> {
-    /// The plan alone.
-    Plan,
+pub struct Question<'a> {
     /// `explain W T`: also why the engine put no replica of `W` on `T`.
-    WhyNot(&'a str, &'a str),
-    /// `plan --exact`: the assignment exact where it can be, HiGHS given this many seconds.
-    Exact(f64),
+    pub why_not: Option<(&'a str, &'a str)>,
+    /// How replicas are assigned: the heuristic, or with `--exact` the exact mode.
+    pub assigner: driver::Assigner,
+}
+
+/// `--exact` and its time limit, as `plan` and `explain` take them.
+#[derive(Debug, clap::Args)]
+pub struct ExactArgs {
+    /// Assign replicas with an exact MIP solver (HiGHS) where the estate is small enough to
+    /// solve in `--exact-time-limit`; otherwise (and says so) with the heuristic.
+    #[arg(long)]
+    pub exact: bool,
+    /// Seconds HiGHS may take with `--exact` (shared evenly between its stages).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 30.0,
+        requires = "exact"
+    )]
+    pub exact_time_limit: f64,
+}
+
+impl ExactArgs {
+    /// How replicas are to be assigned; a time limit that is no positive number of seconds is
+    /// printed (exit 2).
+    pub fn assigner(&self, ui: &mut Ui<'_>) -> io::Result<Result<driver::Assigner, Exit>> {
+        if !self.exact {
+            return Ok(Ok(driver::Assigner::Heuristic));
+        }
+        if !(self.exact_time_limit > 0.0 && self.exact_time_limit.is_finite()) {
+            ui.problem(
+                &format_args!(
+                    "`--exact-time-limit {}` is not a positive number of seconds",
+                    self.exact_time_limit
+                ),
+                Some("give HiGHS some seconds, such as `--exact-time-limit 30`"),
+            )?;
+            return Ok(Err(Exit::Trouble));
+        }
+        Ok(Ok(driver::Assigner::Exact {
+            time_limit_s: self.exact_time_limit,
+        }))
+    }
 }
 
 /// What `plan` and `explain` share: the instant (`--at` or now), the spec at `path`, and its
@@ -122,34 +160,24 @@ pub fn load_and_plan(
         driver::LivePools::new()
     };
     let sources = &spec.sources;
-    let planned = match (question, &changes) {
-        (Question::Plan, None) => {
-            driver::plan_live(sources, at, &live).map(|planned| (planned, None, None))
-        }
-        (Question::Plan, Some((base, file))) => {
-            driver::plan_what_if(sources, base, *file, at, &live)
-                .map(|planned| (planned, None, None))
-        }
-        (Question::WhyNot(workload, target), None) => {
-            driver::plan_and_explain(sources, at, workload, target, &live)
-                .map(|(planned, why_not)| (planned, why_not, None))
-        }
-        (Question::WhyNot(workload, target), Some((base, file))) => {
-            driver::plan_what_if_and_explain(sources, base, *file, at, (workload, target), &live)
-                .map(|(planned, why_not)| (planned, why_not, None))
-        }
-        (Question::Exact(seconds), None) => driver::plan_exact(sources, at, seconds, &live)
-            .map(|(planned, outcome)| (planned, None, Some(outcome))),
-        (Question::Exact(_), Some(_)) => {
-            ui.problem(
-                &"`--exact` does not take a what-if file here",
-                Some("`berth plan --what-if FILE --exact` plans both sides exactly"),
-            )?;
-            return Ok(Err(Exit::Trouble));
-        }
+    let compiled = match &changes {
+        None => driver::compile(sources),
+        Some((base, file)) => driver::compile_what_if(sources, base, *file),
     };
+    let planned = driver::plan_asking(
+        compiled,
+        sources,
+        at,
+        &live,
+        question.assigner,
+        question.why_not,
+    );
     match planned {
-        Ok((planned, why_not, exact)) => {
+        Ok(driver::Answered {
+            planned,
+            why_not,
+            exact,
+        }) => {
             print_live(&live, &planned.plan, ui)?;
             Ok(Ok(SpecPlanned {
                 spec,

@@ -14,12 +14,14 @@ use std::io;
 use std::path::Path;
 
 /// Plans `spec` changed by the what-if file at `path` and prints the difference from `base`,
-/// the spec's own plan at the same instant (and, with `--live`, against the same live pools).
+/// the spec's own plan at the same instant (and, with `--live`, against the same live pools),
+/// its replicas assigned by `assigner` as the base plan's were.
 pub fn run(
     mut spec: spec::Spec,
     base: &Plan,
     path: &Path,
     live: &driver::LivePools,
+    assigner: driver::Assigner,
     ui: &mut Ui<'_>,
 ) -> io::Result<Exit> {
     let (spec_files, id) = match spec::add_what_if(&mut spec, path, ui)? {
@@ -31,9 +33,15 @@ pub fn run(
         return Ok(Exit::Trouble);
     };
     let shown = &spec.shown;
-    match driver::plan_what_if(&spec.sources, &spec_files, id, instant, live) {
+    // Planned as the base plan was (with `--exact`, exactly too): a difference between the
+    // two plans is then the what-if file's, not the assigners'.
+    let compiled = driver::compile_what_if(&spec.sources, &spec_files, id);
+    match driver::plan_asking(compiled, &spec.sources, instant, live, assigner, None) {
         Ok(changed) => {
-            let diff = berth_compiler::plan::diff::diff(base, &changed.plan);
+            if let Some(outcome) = &changed.exact {
+                writeln!(ui.err, "the what-if plan: {outcome}")?;
+            }
+            let diff = berth_compiler::plan::diff::diff(base, &changed.planned.plan);
             plan_diff::print(&diff, ui)?;
             Ok(Exit::Clean)
         }
