@@ -235,6 +235,25 @@ pub fn plan_live(
     .map(|answered| answered.planned)
 }
 
+/// Plans as [`plan`] does a spec already compiled to `ir` from `sources`, without compiling
+/// it again (the language server keeps the IR of the last edit: a workload hover plans it).
+pub fn plan_ir(ir: &Ir, sources: &SourceMap, at: Timestamp) -> Result<Planned, PlanFailure> {
+    let compiled = Compilation {
+        parsed: Vec::new(),
+        ir: Some(ir.clone()),
+        diagnostics: Vec::new(),
+    };
+    plan_compiled(
+        compiled,
+        sources,
+        at,
+        &LivePools::new(),
+        Assigner::Heuristic,
+        |_| None,
+    )
+    .map(|answered| answered.planned)
+}
+
 /// Sets the live capacity of every pool `live` names.
 fn with_live(ir: &mut Ir, live: &LivePools) {
     if live.is_empty() {

@@ -295,7 +295,12 @@ impl Analysis {
 
     /// Where the plan at `at` places workload `name`, and why each other target is rejected.
     pub fn placement_markdown(&self, name: &str, at: Timestamp) -> String {
-        let planned = match driver::plan(&self.sources, at) {
+        // The IR of this analysis, not the sources compiled again: a hover pays for the
+        // placement alone.
+        let Some(ir) = &self.compilation.ir else {
+            return "**placement**: not planned while the spec has errors".into();
+        };
+        let planned = match driver::plan_ir(ir, &self.sources, at) {
             Ok(planned) => planned,
             Err(driver::PlanFailure::Spec(_)) => {
                 return "**placement**: not planned while the spec has errors".into();
