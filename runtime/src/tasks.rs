@@ -1,5 +1,5 @@
 //! The async runtime of the commands that wait on the network or on processes (`berth agent`,
-//! and `berth apply` for edge and local targets), and the shutdown signal they stop on.
+//! `berth apply`, and the commands that read clusters), and the shutdown signal they stop on.
 
 use crate::report::Ui;
 use std::io;
@@ -7,17 +7,23 @@ use std::io;
 /// The async runtime of the agent and of `berth apply` (two workers: the agent mostly waits),
 /// or `None` after saying why there is none.
 pub fn async_runtime(ui: &mut Ui<'_>) -> io::Result<Option<tokio::runtime::Runtime>> {
-    match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    match runtime_with(2) {
         Ok(r) => Ok(Some(r)),
-        Err(e) => {
-            ui.problem(&format_args!("cannot start the async runtime: {e}"), None)?;
+        Err(why) => {
+            ui.problem(&why, None)?;
             Ok(None)
         }
     }
+}
+
+/// A multi-threaded async runtime of `workers` threads, timers and I/O enabled (the commands
+/// that talk to clusters block on it), or why none could be started, for people.
+pub fn runtime_with(workers: usize) -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))
 }
 
 /// Completes on SIGTERM or SIGINT.

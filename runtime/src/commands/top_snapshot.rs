@@ -92,11 +92,7 @@ pub fn snapshot(
     // Clusters: one context at a time, each with its targets.
     let rendered = k8s::render::render(ir, plan);
     let kubeconfigs = Kubeconfigs::load();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let runtime = crate::tasks::runtime_with(2)?;
     let http = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(5))
         .build()

@@ -168,14 +168,10 @@ pub fn run(
 ) -> io::Result<Applied> {
     let kubeconfigs = Arc::new(Kubeconfigs::load());
     let progress = ui.output == OutputFormat::Human && io::stderr().is_terminal();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::tasks::runtime_with(4) {
         Ok(rt) => rt,
-        Err(e) => {
-            ui.problem(&format_args!("cannot start the async runtime: {e}"), None)?;
+        Err(why) => {
+            ui.problem(&why, None)?;
             return Ok(Applied {
                 exit: Exit::Trouble,
                 changes: false,

@@ -71,14 +71,10 @@ pub struct Checked {
 /// Reads the live pools of `rendered`'s clusters against the plan's ledger.
 pub fn check(rendered: &Rendered, ir: &Ir, plan: &Plan, kubeconfigs: &Kubeconfigs) -> Checked {
     let mut out = Checked::default();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::tasks::runtime_with(2) {
         Ok(rt) => rt,
-        Err(e) => {
-            out.unread.push(("(all)".into(), e.to_string()));
+        Err(why) => {
+            out.unread.push(("(all)".into(), why));
             return out;
         }
     };

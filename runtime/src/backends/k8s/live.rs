@@ -69,18 +69,14 @@ pub fn read(ir: &Ir, kubeconfigs: &Kubeconfigs) -> Read {
     if contexts.is_empty() {
         return out;
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::tasks::runtime_with(2) {
         Ok(rt) => rt,
-        Err(e) => {
+        Err(why) => {
             for (context, targets) in contexts {
                 out.unread.push(Unread {
                     context: context.to_string(),
                     targets,
-                    why: format!("cannot start the async runtime: {e}"),
+                    why: why.clone(),
                 });
             }
             return out;

@@ -103,16 +103,8 @@ pub fn run(
     let rendered = render::render(ir, plan);
     let mut arc = crate::backends::arm::StatusReport::collect(&rendered.gitops);
     let kubeconfigs = Kubeconfigs::load();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            ui.problem(&format_args!("cannot start the async runtime: {e}"), None)?;
-            return Ok(Exit::Trouble);
-        }
+    let Some(runtime) = crate::tasks::async_runtime(ui)? else {
+        return Ok(Exit::Trouble);
     };
     let statuses: Vec<ClusterStatus> = runtime.block_on(async {
         let mut out = Vec::new();
