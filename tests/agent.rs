@@ -3,6 +3,7 @@
 //! thread of this test, stopped and restarted to cut the link), real files. No mocks.
 
 mod agent_proc;
+mod isolated;
 mod registry;
 mod test_tls;
 
@@ -439,7 +440,7 @@ fn keys_generate_writes_a_private_secret_and_prints_neither_key() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().expect("temp dir");
     let prefix = dir.path().join("control-plane");
-    let out = Command::new(BERTH)
+    let out = isolated::berth()
         .args(["keys", "generate"])
         .arg(&prefix)
         .output()
@@ -459,7 +460,7 @@ fn keys_generate_writes_a_private_secret_and_prints_neither_key() {
     let hex = secret.trim().rsplit(':').next().expect("hex");
     assert!(!printed.contains(hex), "the secret was printed: {printed}");
     // A second run refuses to overwrite the pair.
-    let again = Command::new(BERTH)
+    let again = isolated::berth()
         .args(["keys", "generate"])
         .arg(&prefix)
         .output()
@@ -1054,7 +1055,7 @@ fn an_idle_notebook_is_reclaimed_at_its_threshold_and_not_before() {
     // The agent's audit trail holds the bundle it accepted and the reclaim, chained.
     let log = root.join("state/audit.redb");
     let audit = |flag: &str| {
-        let out = Command::new(BERTH)
+        let out = isolated::berth()
             .args(["audit", flag, "--log"])
             .arg(&log)
             .output()
@@ -1152,7 +1153,7 @@ fn apply_refuses_a_plan_that_places_nothing_and_names_short_workloads() {
         std::fs::write(spec.join("spec.berth"), text).expect("spec");
     };
     let apply = || {
-        Command::new(BERTH)
+        isolated::berth()
             .args(["apply", "--run-for", "0.2", "--state"])
             .arg(root.join("state"))
             .arg(&spec)
@@ -1196,7 +1197,7 @@ fn apply_runs_local_targets_here_and_publishes_edge_bundles() {
         local_spec("ticker", &command, 1, "16MiB"),
     )
     .expect("spec");
-    let out = Command::new(BERTH)
+    let out = isolated::berth()
         .args(["apply", "--run-for", "2", "--state"])
         .arg(root.join("state"))
         .arg(&spec)
@@ -1216,7 +1217,7 @@ fn apply_runs_local_targets_here_and_publishes_edge_bundles() {
 
     // Applied again unchanged: the same generation; changed: the next one.
     let apply_local = || {
-        let out = Command::new(BERTH)
+        let out = isolated::berth()
             .args(["apply", "--run-for", "0.2", "--state"])
             .arg(root.join("state"))
             .arg(&spec)
@@ -1240,7 +1241,7 @@ fn apply_runs_local_targets_here_and_publishes_edge_bundles() {
     std::fs::create_dir_all(&keys_dir).expect("keys dir");
     let prefix = keys_dir.join("cp");
     assert!(
-        Command::new(BERTH)
+        isolated::berth()
             .args(["keys", "generate"])
             .arg(&prefix)
             .status()
@@ -1250,7 +1251,7 @@ fn apply_runs_local_targets_here_and_publishes_edge_bundles() {
     let store = root.join("bundles");
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/edge-fleet");
     let publish_to = |store: &str| {
-        let out = Command::new(BERTH)
+        let out = isolated::berth()
             .args(["apply", "--bundles", store, "--key"])
             .arg(prefix.with_extension("key"))
             .arg(&repo)
@@ -1302,7 +1303,7 @@ fn apply_runs_local_targets_here_and_publishes_edge_bundles() {
 #[test]
 fn the_readme_quickstart_runs_here_and_ctrl_c_stops_it() {
     let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quickstart");
-    let check = Command::new(BERTH)
+    let check = isolated::berth()
         .arg("check")
         .arg(&quickstart)
         .output()
@@ -1314,7 +1315,7 @@ fn the_readme_quickstart_runs_here_and_ctrl_c_stops_it() {
     );
     // A fresh directory as the user's working directory (state goes to `.berth/local`).
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut child = Command::new(BERTH)
+    let mut child = isolated::berth()
         .arg("apply")
         .arg(&quickstart)
         .current_dir(dir.path())
@@ -1605,7 +1606,7 @@ target site {{
 
 /// `berth apply SPEC --bundles STORE --key KEY`: the edge bundles published.
 fn apply_edge_spec(spec: &Path, store: &Path, key: &Path) {
-    let out = Command::new(BERTH)
+    let out = isolated::berth()
         .args(["apply", "--bundles"])
         .arg(store)
         .arg("--key")
@@ -1624,7 +1625,7 @@ fn apply_edge_spec(spec: &Path, store: &Path, key: &Path) {
 /// of the same call in human form).
 fn berth_status(spec: &Path, args: &[&str], env_token: Option<&str>) -> (i32, Value, String) {
     let run = |json: bool| {
-        let mut command = Command::new(BERTH);
+        let mut command = isolated::berth();
         command.env_remove("BERTH_AGENT_TOKEN");
         if let Some(token) = env_token {
             command.env("BERTH_AGENT_TOKEN", token);
@@ -2231,9 +2232,16 @@ fn gpu_metrics_use_dcgm_exporter_names_and_parse_as_prometheus_text() {
         &root.join("site.bundle.json").display().to_string(),
         &["--gpu-samples", &samples_arg, "--gpu-interval", "0.2"],
     );
+    // Both devices sampled, and the bundle taken (its plan and workload label the series): on
+    // a busy machine the first sample can come before the bundle.
     wait_for(Duration::from_secs(20), || {
         let s = agent.status();
-        (s["gpus"]["devices"].as_array().map(Vec::len) == Some(2)).then_some(())
+        (s["gpus"]["devices"].as_array().map(Vec::len) == Some(2)
+            && s["plan_id"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("sha256:"))
+            && workload_state(&s, "detector").as_deref() == Some("running"))
+        .then_some(())
     });
     let (code, text) = agent.get("/metrics", Some(TOKEN));
     assert_eq!(code, 200);

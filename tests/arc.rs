@@ -7,13 +7,13 @@
 
 mod arm;
 mod git_http;
+mod isolated;
 mod test_tls;
 
 use arm::{ArmDouble, Fault, On};
 use git_http::git;
 use serde_json::{Value, json};
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The instant every plan of these tests is made at.
@@ -119,7 +119,7 @@ workload echo {{
 
     /// Runs berth with the double's environment; (exit code, stdout, stderr).
     fn berth(&self, args: &[&str], extra_env: &[(&str, &str)]) -> (i32, String, String) {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_berth"));
+        let mut command = isolated::berth();
         command
             .args(args)
             .env("KUBECONFIG", self.dir.path().join("none"))

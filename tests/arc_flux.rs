@@ -15,6 +15,7 @@
 mod arm;
 mod cluster;
 mod git_http;
+mod isolated;
 mod test_tls;
 
 use arm::ArmDouble;
@@ -24,7 +25,6 @@ use cluster::{Cluster, flux_binaries};
 use git_http::{GitHttp, git};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 const CLUSTER_ID: &str =
@@ -223,7 +223,7 @@ workload {workload} {{
 
     /// berth with `kubeconfig` as its `KUBECONFIG`.
     fn berth_with(&self, args: &[&str], kubeconfig: &Path) -> (i32, String, String) {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_berth"));
+        let mut command = isolated::berth();
         command.args(args).env("KUBECONFIG", kubeconfig);
         for (k, v) in self.arm.env() {
             command.env(k, v);

@@ -3,12 +3,12 @@
 //! them, `--verify` passes on the untouched log and names the record edited in place or the
 //! records cut from its end (the test edits the real redb file as an intruder would).
 
+mod isolated;
 use redb::{Database, ReadableTable, TableDefinition};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-const BERTH: &str = env!("CARGO_BIN_EXE_berth");
 const RECORDS: TableDefinition<'static, u64, &[u8]> = TableDefinition::new("records");
 
 fn example() -> PathBuf {
@@ -16,7 +16,7 @@ fn example() -> PathBuf {
 }
 
 fn berth(dir: &Path, args: &[&str]) -> Output {
-    Command::new(BERTH)
+    isolated::berth()
         .args(args)
         .current_dir(dir)
         .env("BERTH_AUDIT_LOG", dir.join("audit.redb"))

@@ -7,6 +7,7 @@
 //! running.
 
 mod agent_proc;
+mod isolated;
 mod registry;
 mod test_tls;
 
@@ -19,7 +20,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const BERTH: &str = env!("CARGO_BIN_EXE_berth");
 const TOKEN: &str = "carried-token-51c2";
 
 fn sha256(bytes: &[u8]) -> String {
@@ -30,7 +30,7 @@ fn sha256(bytes: &[u8]) -> String {
 }
 
 fn berth(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BERTH).args(args).output().expect("run berth");
+    let out = isolated::berth().args(args).output().expect("run berth");
     let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
     (
         out.status.code().unwrap_or(-1),
@@ -267,7 +267,7 @@ impl Agent {
         let root = site.root();
         let token = root.join("agent.token");
         std::fs::write(&token, TOKEN).expect("token");
-        let mut command = Command::new(BERTH);
+        let mut command = isolated::berth();
         command
             .args(["agent", "--listen", "127.0.0.1:0", "--interval", "0.3"])
             .args(["--no-gpu", "--target", "site", "--state"])

@@ -5,18 +5,17 @@
 //! publisher overtaken between its read and its write is refused (412 on its `If-Match`),
 //! reads again and publishes the next generation.
 
+mod isolated;
 mod webdav;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-const BERTH: &str = env!("CARGO_BIN_EXE_berth");
 const RUNS: u64 = 5;
 
 fn key(dir: &Path) -> PathBuf {
     let prefix = dir.join("cp");
-    let status = Command::new(BERTH)
+    let status = isolated::berth()
         .args(["keys", "generate"])
         .arg(&prefix)
         .status()
@@ -30,7 +29,7 @@ fn race(store: &str, key: &Path) -> BTreeMap<String, Vec<u64>> {
     let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/edge-fleet");
     let children: Vec<_> = (0..RUNS)
         .map(|_| {
-            Command::new(BERTH)
+            isolated::berth()
                 .args(["apply", "--bundles", store, "--key"])
                 .arg(key)
                 .arg(&spec)
@@ -112,7 +111,7 @@ fn a_publisher_overtaken_on_webdav_reads_again_and_publishes_the_next_generation
     let key = key(dir.path());
     let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/edge-fleet");
     let apply = |store: &str| {
-        let out = Command::new(BERTH)
+        let out = isolated::berth()
             .args(["apply", "--bundles", store, "--key"])
             .arg(&key)
             .arg(&spec)

@@ -1,6 +1,7 @@
 //! End-to-end tests of the `berth` binary: real processes in temporary directories, checking
 //! exit codes (0 clean, 1 errors, 2 usage or environment), where output goes and its shape.
 
+mod isolated;
 use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -16,7 +17,7 @@ fn berth(dir: &Path, args: &[&str]) -> Output {
 }
 
 fn berth_with(dir: &Path, args: &[&str], configure: impl FnOnce(&mut Command)) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_berth"));
+    let mut command = isolated::berth();
     command.args(args).current_dir(dir).env_remove("NO_COLOR");
     configure(&mut command);
     command.output().expect("the berth binary runs")

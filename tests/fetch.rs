@@ -5,18 +5,16 @@
 //! the digest, and a wrong digest, or a layer whose bytes lie about their digest (a fault
 //! proxy in front of the registry), stages nothing.
 
+mod isolated;
 mod registry;
 mod test_tls;
 
 use registry::fault_proxy::{Fault, FaultKind};
 use registry::{PASSWORD, Registry, auth_for, good_auth};
 use std::path::Path;
-use std::process::Command;
-
-const BERTH: &str = env!("CARGO_BIN_EXE_berth");
 
 fn berth(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BERTH).args(args).output().expect("run berth");
+    let out = isolated::berth().args(args).output().expect("run berth");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -9,6 +9,7 @@
 
 mod arm;
 mod cluster;
+mod isolated;
 mod test_tls;
 
 use cluster::nodes::POOL_LABEL;
@@ -27,7 +28,7 @@ fn plan_spec(spec: &Path) -> Planned {
 }
 
 fn berth(fleet: &Fleet, args: &[&str]) -> (i32, String) {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_berth"));
+    let mut command = isolated::berth();
     command
         .args(args)
         .env("KUBECONFIG", &fleet.kubeconfig)
@@ -158,7 +159,7 @@ fn assert_scheduler_agrees(
     // `berth status` reads the same from the clusters: no pool holds more than the plan
     // gave it (MIG slices counted as slices), every pool is as large as planned, nothing
     // waits for GPUs.
-    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+    let out = isolated::berth()
         .args(["--output", "json", "status", plan, "--spec", spec])
         .env("KUBECONFIG", &fleet.kubeconfig)
         .output()

@@ -9,13 +9,13 @@
 //! the diff's snapshot, render, JSON output), for which an API server on
 //! the spot costs milliseconds instead of seconds.
 
+mod isolated;
 mod k8s;
 
 use berth_runtime::files::{self, FsReader};
 use k8s::{Fault, FaultKind, TestServer, kubeconfig};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 const TOKEN: &str = "s3cr3t-token-do-not-print";
@@ -98,7 +98,7 @@ impl Setup {
 
     /// Runs `berth ARGS` with this setup's kubeconfig; returns (exit code, stdout, stderr).
     fn berth(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+        let out = isolated::berth()
             .args(args)
             .env("KUBECONFIG", self.dir.path().join("kubeconfig"))
             .env("BERTH_K8S_RETRY_BASE_MS", "5")

@@ -4,11 +4,11 @@
 //! simulated GPU nodes generated from the spec's pools.
 
 mod cluster;
+mod isolated;
 
 use cluster::{BERTH, Cluster, Fleet, Planned};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 const AT: &str = "2025-06-07T10:00:00Z";
@@ -23,7 +23,7 @@ fn plan_spec(spec: &Path) -> Planned {
 /// Runs `berth ARGS` with `kubeconfig`; returns (exit code, stdout, stderr). No secret of
 /// `fleet` may appear in either.
 fn berth(fleet: &Fleet, kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+    let out = isolated::berth()
         .args(args)
         .env("KUBECONFIG", kubeconfig)
         .env("BERTH_K8S_RETRY_BASE_MS", "50")
@@ -243,7 +243,7 @@ fn lease_holder(cluster: &Cluster, namespace: &str) -> Value {
 fn two_applies_at_once_serialise_on_the_lease() {
     let s = Setup::training(&[]);
     let spawn = |holder: &str| {
-        Command::new(env!("CARGO_BIN_EXE_berth"))
+        isolated::berth()
             .args([
                 "apply",
                 s.plan(),
@@ -305,7 +305,7 @@ fn a_running_apply_renews_its_lease() {
     let answer = prod.request("POST", "/api/v1/namespaces/ml/resourcequotas", Some(quota));
     assert_eq!(answer.status, 201, "{:?}", answer.body);
     let run = |holder: &str, extra: &[&str]| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_berth"));
+        let mut command = isolated::berth();
         command
             .args(["apply", s.plan(), "--spec", s.spec()])
             .args(extra)

@@ -7,6 +7,7 @@
 
 mod agent_proc;
 mod cluster;
+mod isolated;
 
 use cluster::Fleet;
 use serde_json::Value;
@@ -14,7 +15,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const BERTH: &str = env!("CARGO_BIN_EXE_berth");
 const SCRIPT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../docs/pipelines/berth-pipeline.sh"
@@ -105,7 +105,7 @@ impl Drop for Agent {
 }
 
 fn start_agent(root: &Path, trust: &Path, source: &Path, token: &Path) -> Agent {
-    let mut command = Command::new(BERTH);
+    let mut command = isolated::berth();
     command
         .args([
             "agent",
@@ -138,14 +138,17 @@ struct Pipeline {
 impl Pipeline {
     /// Runs one stage of the script with `out` as its OUT; (exit code, stdout and stderr).
     fn stage(&self, stage: &str, out: &Path, extra: &[(&str, &str)]) -> (i32, String) {
+        // The berth the script runs, with the tests' state directory.
+        let berth = isolated::berth();
         let mut command = Command::new("bash");
+        command.envs(berth.get_envs().filter_map(|(k, v)| Some((k, v?))));
         command
             .arg(SCRIPT)
             .arg(stage)
             .current_dir(&self.root)
             .env("SPEC", &self.spec)
             .env("OUT", out)
-            .env("BERTH", BERTH)
+            .env("BERTH", berth.get_program())
             .env("AT", COMMIT_TIME)
             .env("KUBECONFIG", &self.kubeconfig)
             .env("BUNDLES", self.root.join("bundles"))
@@ -174,7 +177,7 @@ fn the_documented_pipeline_runs_against_a_real_cluster_and_agent() {
     let root = dir.path().to_path_buf();
     let prefix = root.join("cp");
     assert!(
-        Command::new(BERTH)
+        isolated::berth()
             .args(["keys", "generate"])
             .arg(&prefix)
             .status()
@@ -195,7 +198,7 @@ fn the_documented_pipeline_runs_against_a_real_cluster_and_agent() {
     // The approver's key, and the trust file that names it `platform-leads`.
     let approver = root.join("approver");
     assert!(
-        Command::new(BERTH)
+        isolated::berth()
             .args(["keys", "generate"])
             .arg(&approver)
             .status()
@@ -298,7 +301,7 @@ fn the_documented_pipeline_runs_against_a_real_cluster_and_agent() {
 
     // `berth top` over the same plan: the cluster's and the agent's sources both answer, and
     // the scorer holds its two GPUs.
-    let top = Command::new(BERTH)
+    let top = isolated::berth()
         .args(["--output", "json", "top"])
         .arg(first.join("plan.json"))
         .arg("--spec")

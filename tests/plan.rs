@@ -3,17 +3,18 @@
 //! verified, 1 infeasible / errors / refused, 2 usage or I/O), where output goes, and that
 //! plans are byte-identical for the same sources and instant.
 
+mod isolated;
 use berth_runtime::backends::edge::bundle::keys;
 use berth_runtime::commands::approval;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 /// Wednesday 2025-06-04, 10:00 in Paris and Berlin: the `peak` windows are in effect.
 const PEAK: &str = "2025-06-04T08:00:00Z";
 
 fn berth(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_berth"))
+    isolated::berth()
         .args(args)
         .current_dir(dir)
         .env_remove("NO_COLOR")
@@ -450,7 +451,7 @@ fn verify_refuses_an_edited_verification_summary() {
 /// `berth apply plan.json --spec spec` with no cluster reachable (a kubeconfig that does not
 /// exist): what matters is whether the refusals before any cluster let it through.
 fn apply_saved(dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_berth"))
+    isolated::berth()
         .args(["apply", "plan.json", "--spec", "spec"])
         .current_dir(dir)
         .env("KUBECONFIG", dir.join("no-such-kubeconfig"))

@@ -5,17 +5,17 @@
 //! overwritten nor orphaned; and read errors say what is really wrong (a dangling symlink).
 //! Real `berth` processes on real files in temporary directories.
 
+mod isolated;
 use std::fs;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const BERTH: &str = env!("CARGO_BIN_EXE_berth");
 /// An instant at which the training example's placements await approval.
 const AT: &str = "2025-06-07T10:00:00Z";
 
 fn berth(dir: &Path, args: &[&str]) -> Output {
-    Command::new(BERTH)
+    isolated::berth()
         .args(args)
         .current_dir(dir)
         .env("NO_COLOR", "1")
