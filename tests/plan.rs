@@ -645,7 +645,7 @@ fn verify_locates_malformed_plan_json() {
     let dir = copy_example("edge-fleet", unchanged);
     fs::write(
         dir.path().join("broken.json"),
-        "{\n  \"format\": \"berth.plan/v2\",\n  \"at\": }\n",
+        "{\n  \"format\": \"berth.plan/v3\",\n  \"at\": }\n",
     )
     .expect("write");
     let out = berth(dir.path(), &["verify", "broken.json", "--spec", "spec"]);
@@ -656,7 +656,7 @@ fn verify_locates_malformed_plan_json() {
 
     fs::write(
         dir.path().join("shape.json"),
-        "{\"format\": \"berth.plan/v2\"}",
+        "{\"format\": \"berth.plan/v3\"}",
     )
     .expect("write");
     let out = berth(dir.path(), &["verify", "shape.json", "--spec", "spec"]);
@@ -685,6 +685,135 @@ fn verify_locates_malformed_plan_json() {
         code(&out),
         2,
         "an unreadable file is an environment problem"
+    );
+}
+
+/// Line (1-based) of the last line of `text` that contains `what`.
+fn last_line_of(text: &str, what: &str) -> usize {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains(what))
+        .last()
+        .map(|(i, _)| i + 1)
+        .unwrap_or_else(|| panic!("`{what}` in {text}"))
+}
+
+/// Two workloads written alike (`vision_twin` a copy of `vision_inspect`, after it): the saved
+/// plan writes the second `rejected_as` the first, with its own requirement span; the plan
+/// validates against the published schema, verifies, and reads back with the twin's
+/// rejection pointing into the twin. A `rejected_as` edited to name no earlier workload is
+/// refused with its location; a plan of the previous format is refused as such.
+#[test]
+fn identical_workloads_share_their_rejections_in_the_saved_plan() {
+    let twin = |file: &str, text: String| {
+        if file != "workloads.berth" {
+            return text;
+        }
+        let start = text
+            .find("workload vision_inspect {")
+            .expect("vision_inspect");
+        let end = start + text[start..].find("\n}\n").expect("its end") + 3;
+        let copy = text[start..end].replace("vision_inspect", "vision_twin");
+        format!("{text}\n{copy}")
+    };
+    let dir = copy_example("three-plants", twin);
+    let written = fs::read_to_string(dir.path().join("spec/workloads.berth")).expect("spec");
+    // The twin is written last: its `max_latency` is the last one.
+    let twin_line = last_line_of(&written, "max_latency");
+
+    let out = berth(
+        dir.path(),
+        &["plan", "spec", "--at", PEAK, "-o", "plan.json"],
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc = plan_json(dir.path());
+    let workloads = doc["workloads"].as_array().expect("workloads");
+    let (first, second) = (&workloads[0], &workloads[2]);
+    assert_eq!(second["workload"], "vision_twin");
+    assert!(first["rejected"].is_array() && first.get("rejected_as").is_none());
+    assert!(second.get("rejected").is_none(), "{second}");
+    assert_eq!(second["rejected_as"], "vision_inspect");
+    let span = &second["requirements"]["data_latency"];
+    assert_eq!(span["file"], "workloads.berth");
+    assert_eq!(span["line"], twin_line);
+
+    // The document is what docs/plan.schema.json describes; a workload with both a list and
+    // a shared one is not.
+    let schema: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/plan.schema.json"))
+            .expect("schema"),
+    )
+    .expect("schema JSON");
+    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
+    let problems: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
+    assert!(problems.is_empty(), "{problems:#?}");
+    let mut both = doc.clone();
+    both["workloads"][2]["rejected"] = first["rejected"].clone();
+    assert!(!validator.is_valid(&both));
+
+    let check = berth(dir.path(), &["verify", "plan.json", "--spec", "spec"]);
+    assert_eq!(code(&check), 0, "{}", stderr(&check));
+
+    // Read back, the twin has the full list, its requirement in its own block.
+    let text = fs::read_to_string(dir.path().join("plan.json")).expect("plan");
+    let plan = berth_compiler::plan::from_json(&text).expect("a plan");
+    let (a, b) = (&plan.workloads[0].rejected, &plan.workloads[2].rejected);
+    assert_eq!(a.len(), b.len());
+    assert_eq!(a[0].target, "cloud_eu");
+    assert_eq!(b[0].target, "cloud_eu");
+    assert_eq!(a[0].message, b[0].message);
+    assert_eq!(a[0].offer, b[0].offer);
+    let requirement = b[0].requirement.as_ref().expect("a requirement");
+    assert_eq!(requirement.line as usize, twin_line);
+    assert_ne!(a[0].requirement, b[0].requirement);
+
+    let explained = berth(
+        dir.path(),
+        &["explain", "spec", "vision_twin", "--at", PEAK],
+    );
+    assert_eq!(code(&explained), 0, "{}", stderr(&explained));
+    let shown = stdout(&explained);
+    assert!(
+        shown.contains(&format!("spec/workloads.berth:{twin_line}:5")),
+        "{shown}"
+    );
+    assert!(shown.contains("required here"), "{shown}");
+
+    fs::write(
+        dir.path().join("renamed.json"),
+        text.replace(
+            "\"rejected_as\": \"vision_inspect\"",
+            "\"rejected_as\": \"vision\"",
+        ),
+    )
+    .expect("write");
+    let out = berth(dir.path(), &["verify", "renamed.json", "--spec", "spec"]);
+    assert_eq!(code(&out), 1);
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "not a berth plan: `workloads[2]`: `rejected_as` names `vision`, which is not an \
+             earlier workload of the plan"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("`renamed.json`:"), "{err}");
+
+    fs::write(
+        dir.path().join("v2.json"),
+        text.replace("berth.plan/v3", "berth.plan/v2"),
+    )
+    .expect("write");
+    let out = berth(dir.path(), &["verify", "v2.json", "--spec", "spec"]);
+    assert_eq!(code(&out), 1);
+    let err = stderr(&out);
+    assert!(
+        err.contains("a plan of format `berth.plan/v2`; this berth reads `berth.plan/v3`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("plan again with this version of berth"),
+        "{err}"
     );
 }
 

@@ -5,7 +5,9 @@
 //! - every plan passes the independent verifier;
 //! - no pool, CPU or memory is over-committed, and quotas, entitlement caps and window limits
 //!   hold (checked here too, directly on the plan);
-//! - planning twice gives byte-identical JSON.
+//! - planning twice gives byte-identical JSON;
+//! - the plan read back from its JSON (format `v3`: workloads sharing rejection lists are
+//!   written `rejected_as` an earlier one) is the plan.
 
 use berth_compiler::ir::{Ir, Workload};
 use berth_compiler::placement;
@@ -147,10 +149,9 @@ proptest! {
         check_capacity(&ir, &p)?;
         check_caps(&ir, &p)?;
         let again = plan(&ir, at);
-        prop_assert_eq!(
-            serde_json::to_vec(&p).expect("json"),
-            serde_json::to_vec(&again).expect("json")
-        );
+        let text = serde_json::to_string(&p).expect("json");
+        prop_assert_eq!(&text, &serde_json::to_string(&again).expect("json"));
+        prop_assert_eq!(berth_compiler::plan::from_json(&text), Ok(p));
     }
 }
 
@@ -192,8 +193,17 @@ fn a_larger_estate_stays_within_capacity() {
         .sum();
     // Every target is accounted for: used, listed, or counted in a summary.
     assert_eq!(listed as u64 + others + used as u64, 600 * 150);
-    assert_eq!(
-        serde_json::to_vec(&p).expect("json"),
-        serde_json::to_vec(&plan(&ir, at)).expect("json")
-    );
+    let text = serde_json::to_string(&p).expect("json");
+    assert_eq!(text, serde_json::to_string(&plan(&ir, at)).expect("json"));
+    // Most of its workloads share their rejections with an earlier one; read back, each has
+    // its full list again.
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let shared = doc["workloads"]
+        .as_array()
+        .expect("workloads")
+        .iter()
+        .filter(|w| w.get("rejected_as").is_some())
+        .count();
+    assert!(shared > 0, "no workload shares its rejections");
+    assert_eq!(berth_compiler::plan::from_json(&text), Ok(p));
 }

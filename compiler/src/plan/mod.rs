@@ -15,6 +15,7 @@ use std::fmt::Write as _;
 
 pub mod diff;
 mod read;
+mod shared;
 mod staging;
 pub use read::{PlanReadError, from_json};
 pub use staging::{
@@ -23,7 +24,7 @@ pub use staging::{
 };
 
 /// The format identifier written into every plan.
-pub const PLAN_FORMAT: &str = "berth.plan/v2";
+pub const PLAN_FORMAT: &str = "berth.plan/v3";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -40,6 +41,13 @@ pub struct Plan {
     pub plan_id: String,
     /// True when every replica of every workload was placed.
     pub feasible: bool,
+    /// One per workload. In the document, a workload whose rejections are an earlier one's
+    /// but for their requirement spans shares them (`rejected_as`); read back in full.
+    #[serde(
+        serialize_with = "shared::serialize_workloads",
+        deserialize_with = "shared::deserialize_workloads"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Vec<shared::WorkloadDocument>"))]
     pub workloads: Vec<WorkloadPlan>,
     /// One entry per GPU pool of every target.
     pub pools: Vec<PoolLedger>,
@@ -182,7 +190,7 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RejectionStage {
@@ -195,7 +203,7 @@ pub enum RejectionStage {
 }
 
 /// A location in the sources, stable across runs for the same sources.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SourceRef {
@@ -319,6 +327,7 @@ pub fn plan_id(plan: &Plan) -> String {
         at: &'a str,
         plan_id: &'a str,
         feasible: bool,
+        #[serde(serialize_with = "shared::serialize_workloads")]
         workloads: &'a [WorkloadPlan],
         pools: &'a [PoolLedger],
         targets: &'a [TargetLedger],

@@ -98,6 +98,11 @@ pub fn from_json(text: &str) -> Result<Plan, PlanReadError> {
     let (path, inner) = match serde_path_to_error::deserialize::<_, Plan>(&mut de) {
         // Trailing characters after the plan are not part of it either.
         Ok(plan) => match de.end() {
+            // A plan of an earlier format may read as this one (a `v2` plan is a `v3` plan
+            // that shares no rejections): it is refused all the same.
+            Ok(()) if plan.format != PLAN_FORMAT => {
+                return Err(PlanReadError::OtherFormat { found: plan.format });
+            }
             Ok(()) => return Ok(plan),
             Err(e) => (String::new(), e),
         },

@@ -162,7 +162,9 @@ fn layout_free_plan(text: &str) -> Value {
 ///
 /// The corpus's plans are of `examples/three-plants` at `2025-06-04T08:00:00Z`; regenerate
 /// them after a change to the plan format or the compiler version with `berth plan
-/// examples/three-plants --at 2025-06-04T08:00:00Z -o fuzz/corpus/plan_json/plan.json`.
+/// examples/three-plants --at 2025-06-04T08:00:00Z -o fuzz/corpus/plan_json/plan.json`. The
+/// others are edits of it; `rejected_as.json` writes the second workload as sharing the
+/// first's rejections (format `v3`), which reads and then fails verification.
 pub fn plan_json(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
