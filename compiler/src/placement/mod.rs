@@ -380,7 +380,7 @@ impl Solved<'_> {
         let summary = summaries.get(self.matrix.row_id(w) as usize);
         let (counts, listed) = match (context, summary) {
             (UnusedContext::Full { not_needed_from }, Some(summary)) if limit != usize::MAX => {
-                self.summarised(w, &used, not_needed_from, summary, limit)
+                self.summarised(w, &used, first_option, not_needed_from, summary, limit)
             }
             _ => self.walked(w, &used, first_option, &context, limit),
         };
@@ -409,25 +409,18 @@ impl Solved<'_> {
         &self,
         w: usize,
         used: &[u32],
+        first_option: &[(u32, u32)],
         not_needed_from: usize,
         summary: &rows::RowSummary,
         limit: usize,
     ) -> ([u32; Reason::COUNT], Vec<(usize, Verdict)>) {
-        let options = &self.assignment.options[w];
         let context = UnusedContext::Full { not_needed_from };
-        // Each target's first option (the table `first_options` builds, for the prefix only).
-        let mut firsts: Vec<(u32, u32)> = options
+        // The targets whose first option (the table `first_options` built, sorted by target)
+        // ranks better than the worst used: their verdicts, where not `not_needed`.
+        let special: Vec<(u32, Verdict)> = first_option
             .iter()
-            .take(not_needed_from)
-            .enumerate()
-            .map(|(i, o)| (o.target, i as u32))
-            .collect();
-        firsts.sort_unstable();
-        firsts.dedup_by_key(|(t, _)| *t);
-        let special: Vec<(u32, Verdict)> = firsts
-            .into_iter()
-            .filter(|(t, _)| used.binary_search(t).is_err())
-            .map(|(t, i)| (t, self.unused_verdict_in(&context, w, Some(i as usize))))
+            .filter(|&&(t, i)| (i as usize) < not_needed_from && used.binary_search(&t).is_err())
+            .map(|&(t, i)| (t, self.unused_verdict_in(&context, w, Some(i as usize))))
             .filter(|(_, v)| v.reason().is_some_and(|r| r != Reason::NotNeeded))
             .collect();
         let mut counts = summary.counts;

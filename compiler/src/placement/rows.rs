@@ -79,7 +79,8 @@ mod tests {
                     continue;
                 };
                 let summary = &summaries[s.matrix.row_id(w) as usize];
-                let fast = s.summarised(w, &used, not_needed_from, summary, LIMIT);
+                let fast =
+                    s.summarised(w, &used, &first_options[w], not_needed_from, summary, LIMIT);
                 let walked = s.walked(w, &used, &first_options[w], &context, LIMIT);
                 assert_eq!(fast, walked, "workload {w}");
                 summarised += 1;
