@@ -173,7 +173,8 @@ pub fn per_list<T: Clone + Send + Sync>(
 /// Everything [`workload_options`] reads about workload `w`.
 #[derive(PartialEq, Eq, Hash)]
 struct OptionKey<'a> {
-    row: &'a [super::verdict::Cell],
+    /// The row by id: equal ids exactly when the rows are equal (`EligibilityMatrix`).
+    row: u32,
     fits: &'a [PoolFit],
     gpu: u32,
     prefs: Vec<Preference>,
@@ -205,7 +206,7 @@ impl<'a> OptionKey<'a> {
             .map(|(i, _)| i as u32)
             .collect();
         OptionKey {
-            row: matrix.row(w),
+            row: matrix.row_id(w),
             fits: matrix.fits().row(w),
             gpu,
             data: if prefs.contains(&Preference::LowestDataLatency) {

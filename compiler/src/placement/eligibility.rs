@@ -31,6 +31,7 @@ use super::index::{EstateIndex, Partition, PoolKind, UNKNOWN_NAME};
 use super::verdict::{Cell, NO_DETAIL, Reason, Verdict};
 use crate::ir::{EnvClass, Ir, Workload};
 use rayon::prelude::*;
+use std::hash::Hash;
 
 /// Variant index meaning "the workload has no model".
 pub const NO_VARIANT: u16 = u16::MAX;
@@ -45,16 +46,26 @@ pub enum PoolFit {
     Fails(Reason),
 }
 
-/// One cell per (workload, target) pair, plus each workload's fit per pool kind.
+/// One cell per (workload, target) pair, stored once per distinct row, plus each workload's
+/// fit per pool kind.
 ///
 /// Eligibility writes it; the policy stage then replaces the cell of eligible pairs it
 /// excludes, so a cell always holds the first stage's reason for rejecting the pair. Cells
-/// keep the reason only (one byte: 20 million pairs are 20 MB); [`Self::explain`] recomputes
-/// an eligibility verdict with its detail for the rejections a plan lists.
+/// keep the reason only (one byte); [`Self::explain`] recomputes an eligibility verdict with
+/// its detail for the rejections a plan lists.
+///
+/// Rows are stored per class (issue 22): `rows` holds each distinct row once and `row_of[w]`
+/// says which is workload `w`'s. Two workloads have the same row id exactly when their rows
+/// are equal cell for cell ([`Self::intern`] keeps it so), so a row id can stand for the row
+/// in a key. 100,000 workloads of a few hundred kinds over 20,000 targets are a few hundred
+/// rows, not 2 GB.
 #[derive(Clone, Debug, Default)]
 pub struct EligibilityMatrix {
     n_targets: usize,
-    cells: Vec<Cell>,
+    /// The distinct rows, `n_targets` cells each.
+    rows: Vec<Cell>,
+    /// Per workload, the index of its row in `rows`.
+    row_of: Vec<u32>,
     fits: FitTable,
 }
 
@@ -101,34 +112,30 @@ impl EligibilityMatrix {
                     }
                 });
         }
-        let mut matrix = EligibilityMatrix {
-            n_targets,
-            cells: vec![Cell::OK; n_workloads * n_targets],
-            fits: FitTable { n_kinds, fits },
-        };
+        let fits = FitTable { n_kinds, fits };
         if n_targets == 0 {
-            return matrix;
+            return EligibilityMatrix {
+                n_targets,
+                rows: Vec::new(),
+                row_of: vec![0; n_workloads],
+                fits,
+            };
         }
-        let fits = &matrix.fits;
         // Workloads whose requirements are the same have the same row (issue 22: classes, not
-        // pairs): the first of each computes it, the others copy it.
+        // pairs): the first of each computes it, the others point at it.
         let keys: Vec<RowKey<'_>> = (0..n_workloads)
             .into_par_iter()
             .with_min_len(256)
             .map(|w| RowKey::of(ir, index, w, fits.row(w)))
             .collect();
-        let source = super::classes::first_of_class(&keys);
-        // Rows in parallel, several per task when rows are short; a long row (few workloads,
-        // many targets) is itself split into chunks.
-        let rows_per_task = (PAIRS_PER_TASK / n_targets).max(1);
+        let (row_of, sources) = classes(&super::classes::first_of_class(&keys));
+        drop(keys);
+        let mut rows = vec![Cell::OK; sources.len() * n_targets];
+        // Rows in parallel; a long row (many targets) is itself split into chunks.
         let chunk = n_targets.min(PAIRS_PER_TASK);
-        matrix
-            .cells
-            .par_chunks_mut(n_targets)
-            .enumerate()
-            .with_min_len(rows_per_task)
-            .filter(|(w, _)| source[*w] == *w)
-            .for_each(|(w, row)| {
+        rows.par_chunks_mut(n_targets)
+            .zip(sources.par_iter())
+            .for_each(|(row, &w)| {
                 let ctx = RowContext::new(ir, index, w, fits.row(w));
                 row.par_chunks_mut(chunk)
                     .enumerate()
@@ -139,15 +146,65 @@ impl EligibilityMatrix {
                         }
                     });
             });
-        // INVARIANT: `source[w] <= w`, so every copied row was computed above.
-        for (w, &from) in source.iter().enumerate() {
-            if from != w {
-                matrix
-                    .cells
-                    .copy_within(from * n_targets..(from + 1) * n_targets, w * n_targets);
-            }
-        }
+        let mut matrix = EligibilityMatrix {
+            n_targets,
+            rows,
+            row_of,
+            fits,
+        };
+        matrix.intern();
         matrix
+    }
+
+    /// Refines rows in place (the policy stage): `refine(w, row)` rewrites workload `w`'s row.
+    /// `keys[w]` must hold everything `refine` reads about `w` besides its row: workloads with
+    /// the same row and equal keys are refined once, for the first of them, and share the
+    /// result; a class whose workloads' keys differ is split (each part gets its own copy).
+    pub fn refine<K: Hash + Eq + Sync>(
+        &mut self,
+        keys: &[K],
+        refine: impl Fn(usize, &mut [Cell]) + Sync + Send,
+    ) {
+        let n_targets = self.n_targets;
+        if n_targets == 0 {
+            return;
+        }
+        let full: Vec<(u32, &K)> = self.row_of.iter().copied().zip(keys).collect();
+        let (row_of, sources) = classes(&super::classes::first_of_class(&full));
+        drop(full);
+        let mut rows = vec![Cell::OK; sources.len() * n_targets];
+        rows.par_chunks_mut(n_targets)
+            .zip(sources.par_iter())
+            .for_each(|(row, &w)| {
+                row.copy_from_slice(self.row(w));
+                refine(w, row);
+            });
+        self.rows = rows;
+        self.row_of = row_of;
+        self.intern();
+    }
+
+    /// Merges equal rows, so that equal row ids mean equal rows (ids in first-use order).
+    fn intern(&mut self) {
+        let n_targets = self.n_targets;
+        if n_targets == 0 {
+            return;
+        }
+        let distinct: Vec<&[Cell]> = self.rows.chunks(n_targets).collect();
+        let first = super::classes::first_of_class(&distinct);
+        drop(distinct);
+        if first.iter().enumerate().all(|(i, &f)| i == f) {
+            return;
+        }
+        let (renumber, keep) = classes(&first);
+        let mut rows = Vec::with_capacity(keep.len() * n_targets);
+        for &r in &keep {
+            rows.extend_from_slice(&self.rows[r * n_targets..(r + 1) * n_targets]);
+        }
+        for r in &mut self.row_of {
+            *r = renumber[*r as usize];
+        }
+        self.rows = rows;
     }
 
     /// The first failing eligibility requirement of pair (`w`, `t`), with its detail.
@@ -180,21 +237,38 @@ impl EligibilityMatrix {
     }
 
     pub fn get(&self, w: usize, t: usize) -> Cell {
-        self.cells
-            .get(w * self.n_targets + t)
-            .copied()
-            .unwrap_or_default()
+        if t >= self.n_targets {
+            return Cell::default();
+        }
+        self.row(w).get(t).copied().unwrap_or_default()
     }
 
     pub fn row(&self, w: usize) -> &[Cell] {
-        self.cells
-            .get(w * self.n_targets..(w + 1) * self.n_targets)
+        let Some(&r) = self.row_of.get(w) else {
+            return &[];
+        };
+        let r = r as usize;
+        self.rows
+            .get(r * self.n_targets..(r + 1) * self.n_targets)
             .unwrap_or(&[])
     }
 
-    /// The cells, for the policy stage to refine, and the fits it reads meanwhile.
-    pub fn cells_mut(&mut self) -> (&mut [Cell], &FitTable) {
-        (&mut self.cells, &self.fits)
+    /// Workload `w`'s row id: equal ids exactly when the rows are equal.
+    pub fn row_id(&self, w: usize) -> u32 {
+        self.row_of.get(w).copied().unwrap_or(u32::MAX)
+    }
+
+    /// How many distinct rows there are (row ids are below this).
+    pub fn n_rows(&self) -> usize {
+        self.rows.len().checked_div(self.n_targets).unwrap_or(0)
+    }
+
+    /// Row `r` by id.
+    pub fn row_by_id(&self, r: u32) -> &[Cell] {
+        let r = r as usize;
+        self.rows
+            .get(r * self.n_targets..(r + 1) * self.n_targets)
+            .unwrap_or(&[])
     }
 
     /// How workload `w` fits pools of kind `k`.
@@ -208,12 +282,30 @@ impl EligibilityMatrix {
 
     /// Number of pairs still OK.
     pub fn ok_count(&self) -> usize {
-        self.cells
-            .par_iter()
-            .with_min_len(1 << 16)
-            .filter(|v| v.is_ok())
-            .count()
+        let per_row: Vec<usize> = self
+            .rows
+            .par_chunks(self.n_targets.max(1))
+            .map(|row| row.iter().filter(|v| v.is_ok()).count())
+            .collect();
+        self.row_of.iter().map(|&r| per_row[r as usize]).sum()
     }
+}
+
+/// From each item's first item of its class (`classes::first_of_class`): each item's class
+/// id (classes numbered by their first item, in order) and each class's first item.
+fn classes(first: &[usize]) -> (Vec<u32>, Vec<usize>) {
+    let mut id = vec![0u32; first.len()];
+    let mut sources = Vec::new();
+    for (i, &f) in first.iter().enumerate() {
+        // INVARIANT: `f <= i`, so `id[f]` is set when `f < i`.
+        id[i] = if f == i {
+            sources.push(i);
+            sources.len() as u32 - 1
+        } else {
+            id[f]
+        };
+    }
+    (id, sources)
 }
 
 /// Everything [`RowContext::check`] reads about a workload: two workloads with equal keys

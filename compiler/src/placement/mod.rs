@@ -22,6 +22,7 @@ pub mod index;
 pub(crate) mod infeasible;
 pub mod policy;
 pub(crate) mod reasons;
+mod rows;
 pub mod screen;
 pub(crate) mod tally;
 pub mod units;
@@ -37,6 +38,7 @@ use crate::source::SourceMap;
 use assign::{Assignment, NO_POOL, Opt};
 use eligibility::{EligibilityMatrix, NO_VARIANT};
 use index::EstateIndex;
+use infeasible::UnusedContext;
 use jiff::Timestamp;
 use policy::PolicyContext;
 use rayon::prelude::*;
@@ -129,10 +131,15 @@ impl Solved<'_> {
     pub fn plan(&self, at: Timestamp, source_digest: &str, compiler_version: &str) -> Plan {
         let ir = self.ir;
         let first_options = first_options(&self.assignment.options);
+        let summaries = if ir.targets.len() <= FULL_LISTING_TARGETS {
+            Vec::new()
+        } else {
+            rows::summaries(&self.matrix, REJECTIONS_LISTED_PER_REASON)
+        };
         let workloads: Vec<WorkloadPlan> = (0..ir.workloads.len())
             .into_par_iter()
             .with_min_len(16)
-            .map(|w| self.workload_plan(w, &first_options[w]))
+            .map(|w| self.workload_plan(w, &first_options[w], &summaries))
             .collect();
         let mut plan = Plan {
             format: PLAN_FORMAT.into(),
@@ -162,7 +169,12 @@ impl Solved<'_> {
         plan
     }
 
-    fn workload_plan(&self, w: usize, first_option: &[(u32, u32)]) -> WorkloadPlan {
+    fn workload_plan(
+        &self,
+        w: usize,
+        first_option: &[(u32, u32)],
+        summaries: &[rows::RowSummary],
+    ) -> WorkloadPlan {
         let ir = self.ir;
         let workload = &ir.workloads[w];
         let a = &self.assignment;
@@ -213,7 +225,7 @@ impl Solved<'_> {
             status,
             replicas: workload.replicas,
             placements,
-            rejected: self.rejections(w, &slots, first_option),
+            rejected: self.rejections(w, &slots, first_option, summaries),
             cost_per_day: cost,
             approval,
             fallback,
@@ -346,11 +358,15 @@ impl Solved<'_> {
     /// Every target `w` does not use, with its reason. Beyond [`FULL_LISTING_TARGETS`]
     /// targets, per reason only the first [`REJECTIONS_LISTED_PER_REASON`] (in IR order) are
     /// listed and the last of them counts the others.
+    ///
+    /// `summaries` (by row id; empty when every rejection is listed) let a workload whose
+    /// replicas are all placed skip the walk over its targets: see [`Self::summarised`].
     fn rejections(
         &self,
         w: usize,
         slots: &[(Opt, u32)],
         first_option: &[(u32, u32)],
+        summaries: &[rows::RowSummary],
     ) -> Vec<Rejection> {
         let limit = if self.ir.targets.len() <= FULL_LISTING_TARGETS {
             usize::MAX
@@ -360,35 +376,14 @@ impl Solved<'_> {
         let mut used: Vec<u32> = slots.iter().map(|(o, _)| o.target).collect();
         used.sort_unstable();
         used.dedup();
-        let mut counts = [0u32; Reason::COUNT];
-        let mut listed: Vec<(usize, Verdict)> = Vec::new();
-        let mut next_used = used.iter().peekable();
-        // Targets ascend, and so does `first_option`: one cursor walks it.
-        let mut next_first = first_option.iter().peekable();
         let context = self.unused_context(w);
-        for (t, &v) in self.matrix.row(w).iter().enumerate() {
-            if next_used.peek() == Some(&&(t as u32)) {
-                next_used.next();
-                continue;
+        let summary = summaries.get(self.matrix.row_id(w) as usize);
+        let (counts, listed) = match (context, summary) {
+            (UnusedContext::Full { not_needed_from }, Some(summary)) if limit != usize::MAX => {
+                self.summarised(w, &used, first_option, not_needed_from, summary, limit)
             }
-            let permitted = v.is_ok();
-            let v = if permitted {
-                while next_first.next_if(|(x, _)| (*x as usize) < t).is_some() {}
-                let first = next_first
-                    .peek()
-                    .filter(|(x, _)| *x as usize == t)
-                    .map(|(_, i)| *i as usize);
-                self.unused_verdict_in(&context, w, first)
-            } else {
-                // The detail is recomputed only for the targets listed.
-                Verdict::reject(v.reason().unwrap_or(Reason::NotNeeded), 0)
-            };
-            let r = v.reason().unwrap_or(Reason::NotNeeded) as usize;
-            counts[r] += 1;
-            if counts[r] as usize <= limit {
-                listed.push((t, if permitted { v } else { self.verdict(w, t) }));
-            }
-        }
+            _ => self.walked(w, &used, first_option, &context, limit),
+        };
         let mut shown = [0u32; Reason::COUNT];
         listed
             .into_iter()
@@ -402,6 +397,118 @@ impl Solved<'_> {
                 rejection
             })
             .collect()
+    }
+
+    /// The unused targets of a workload whose replicas are all placed, from its row's
+    /// summary: the refused ones are the row's (the same for every workload of the row); of
+    /// the permitted ones, only those its options rank better than the worst used can be
+    /// anything but `not_needed`, and those are a prefix of its options. Returns the count
+    /// per reason and the first `limit` per reason, in target order, as [`Self::walked`]
+    /// does.
+    fn summarised(
+        &self,
+        w: usize,
+        used: &[u32],
+        first_option: &[(u32, u32)],
+        not_needed_from: usize,
+        summary: &rows::RowSummary,
+        limit: usize,
+    ) -> ([u32; Reason::COUNT], Vec<(usize, Verdict)>) {
+        let context = UnusedContext::Full { not_needed_from };
+        // The targets whose first option (the table `first_options` built, sorted by target)
+        // ranks better than the worst used: their verdicts, where not `not_needed`.
+        let special: Vec<(u32, Verdict)> = first_option
+            .iter()
+            .filter(|&&(t, i)| (i as usize) < not_needed_from && used.binary_search(&t).is_err())
+            .map(|&(t, i)| (t, self.unused_verdict_in(&context, w, Some(i as usize))))
+            .filter(|(_, v)| v.reason().is_some_and(|r| r != Reason::NotNeeded))
+            .collect();
+        let mut counts = summary.counts;
+        for (_, v) in &special {
+            counts[v.reason().unwrap_or(Reason::NotNeeded) as usize] += 1;
+        }
+        let used_permitted = used
+            .iter()
+            .filter(|&&t| self.matrix.get(w, t as usize).is_ok())
+            .count();
+        let not_needed = summary.permitted.len() - used_permitted - special.len();
+        counts[Reason::NotNeeded as usize] += not_needed as u32;
+        // Candidates for listing: the row's first refused per reason, the special ones, and
+        // the first permitted targets that are neither used nor special.
+        let mut candidates: Vec<(usize, Verdict)> = summary
+            .first
+            .iter()
+            .map(|&(t, cell)| {
+                let v = Verdict::reject(cell.reason().unwrap_or(Reason::NotNeeded), 0);
+                (t as usize, v)
+            })
+            .collect();
+        candidates.extend(special.iter().map(|&(t, v)| (t as usize, v)));
+        candidates.extend(
+            summary
+                .permitted
+                .iter()
+                .filter(|t| {
+                    used.binary_search(t).is_err()
+                        && special.binary_search_by_key(*t, |(s, _)| *s).is_err()
+                })
+                .take(limit)
+                .map(|&t| (t as usize, Verdict::reject(Reason::NotNeeded, 0))),
+        );
+        candidates.sort_unstable_by_key(|(t, _)| *t);
+        let mut taken = [0u32; Reason::COUNT];
+        let listed = candidates
+            .into_iter()
+            .filter_map(|(t, v)| {
+                let r = v.reason().unwrap_or(Reason::NotNeeded) as usize;
+                taken[r] += 1;
+                let permitted = self.matrix.get(w, t).is_ok();
+                ((taken[r] as usize) <= limit)
+                    .then(|| (t, if permitted { v } else { self.verdict(w, t) }))
+            })
+            .collect();
+        (counts, listed)
+    }
+
+    /// The unused targets of `w` one by one: the count per reason and the first `limit` per
+    /// reason, in target order.
+    fn walked(
+        &self,
+        w: usize,
+        used: &[u32],
+        first_option: &[(u32, u32)],
+        context: &UnusedContext,
+        limit: usize,
+    ) -> ([u32; Reason::COUNT], Vec<(usize, Verdict)>) {
+        let mut counts = [0u32; Reason::COUNT];
+        let mut listed: Vec<(usize, Verdict)> = Vec::new();
+        let mut next_used = used.iter().peekable();
+        // Targets ascend, and so does `first_option`: one cursor walks it.
+        let mut next_first = first_option.iter().peekable();
+        for (t, &v) in self.matrix.row(w).iter().enumerate() {
+            if next_used.peek() == Some(&&(t as u32)) {
+                next_used.next();
+                continue;
+            }
+            let permitted = v.is_ok();
+            let v = if permitted {
+                while next_first.next_if(|(x, _)| (*x as usize) < t).is_some() {}
+                let first = next_first
+                    .peek()
+                    .filter(|(x, _)| *x as usize == t)
+                    .map(|(_, i)| *i as usize);
+                self.unused_verdict_in(context, w, first)
+            } else {
+                // The detail is recomputed only for the targets listed.
+                Verdict::reject(v.reason().unwrap_or(Reason::NotNeeded), 0)
+            };
+            let r = v.reason().unwrap_or(Reason::NotNeeded) as usize;
+            counts[r] += 1;
+            if counts[r] as usize <= limit {
+                listed.push((t, if permitted { v } else { self.verdict(w, t) }));
+            }
+        }
+        (counts, listed)
     }
 
     fn pool_ledgers(&self) -> Vec<PoolLedger> {

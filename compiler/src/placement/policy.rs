@@ -232,36 +232,48 @@ impl PolicyContext {
                 (!repeated).then(|| DenyMemo::new(ir, rule, eligible))
             })
             .collect();
-        let n_targets = matrix.n_targets();
-        if n_targets == 0 {
+        if matrix.n_targets() == 0 {
             return;
         }
-        let (cells, fits) = matrix.cells_mut();
-        cells
-            .par_chunks_mut(n_targets)
-            .enumerate()
-            .with_min_len((1 << 14) / n_targets + 1)
-            .for_each(|(w, row)| {
-                // The rules that can hold for this workload on some target, in source order:
-                // a pair looks at these only (a spec with hundreds of rules, each about a few
-                // workloads, does not cost hundreds of lookups per pair).
-                let candidates: Vec<(usize, &DenyMemo)> = denies
+        // Everything `decide` and the deny memos read about a workload besides its row: its
+        // group for each deny rule, its entitlements, GPUs per replica and fit per pool kind.
+        // Workloads of one row and one key are refined once (issue 22: classes, not pairs).
+        let fits = matrix.fits().clone();
+        let keys: Vec<PolicyKey<'_>> = (0..ir.workloads.len())
+            .into_par_iter()
+            .with_min_len(256)
+            .map(|w| PolicyKey {
+                groups: denies
                     .iter()
-                    .enumerate()
-                    .filter_map(|(i, m)| Some((i, m.as_ref().filter(|m| m.can_hold(w))?)))
-                    .collect();
-                for (t, cell) in row.iter_mut().enumerate() {
-                    if cell.is_ok() {
-                        let first = || {
-                            candidates
-                                .iter()
-                                .find(|(i, m)| m.holds(ir, &rules[*i], w, t))
-                                .map(|(i, _)| *i)
-                        };
-                        *cell = Cell::from(self.decide(ir, index, fits, first, w, t));
-                    }
+                    .map(|m| m.as_ref().map_or(u32::MAX, |m| m.workload_group[w]))
+                    .collect(),
+                entitlements: self.entitlements_of.get(w).map_or(&[], Vec::as_slice),
+                expired: self.expired_of.get(w).map_or(&[], Vec::as_slice),
+                gpu: gpu_units(&ir.workloads[w]),
+                fits: fits.row(w),
+            })
+            .collect();
+        matrix.refine(&keys, |w, row| {
+            // The rules that can hold for this workload on some target, in source order:
+            // a pair looks at these only (a spec with hundreds of rules, each about a few
+            // workloads, does not cost hundreds of lookups per pair).
+            let candidates: Vec<(usize, &DenyMemo)> = denies
+                .iter()
+                .enumerate()
+                .filter_map(|(i, m)| Some((i, m.as_ref().filter(|m| m.can_hold(w))?)))
+                .collect();
+            for (t, cell) in row.iter_mut().enumerate() {
+                if cell.is_ok() {
+                    let first = || {
+                        candidates
+                            .iter()
+                            .find(|(i, m)| m.holds(ir, &rules[*i], w, t))
+                            .map(|(i, _)| *i)
+                    };
+                    *cell = Cell::from(self.decide(ir, index, &fits, first, w, t));
                 }
-            });
+            }
+        });
     }
 
     /// The policy verdict of eligible pair (`w`, `t`), with its detail (deny rules evaluated
@@ -368,6 +380,16 @@ impl PolicyContext {
 /// definition). Semantics validated the zone; an unknown one never opens.
 pub fn window_in_effect(w: &Window, at: Timestamp) -> bool {
     w.in_effect(at).unwrap_or(false)
+}
+
+/// What the policy stage reads about a workload besides its eligibility row.
+#[derive(PartialEq, Eq, Hash)]
+struct PolicyKey<'a> {
+    groups: Vec<u32>,
+    entitlements: &'a [u32],
+    expired: &'a [u32],
+    gpu: u32,
+    fits: &'a [PoolFit],
 }
 
 /// A deny rule's results, grouped by the values of the fields its condition reads.
@@ -501,6 +523,52 @@ fn fields(e: &PolicyExpr, wf: &mut Vec<WorkloadField>, tf: &mut Vec<TargetField>
         PolicyExpr::List(items) => {
             for i in items {
                 fields(i, wf, tf);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{
+        dense,
+        ir::{EstateShape, estate},
+    };
+
+    /// Rows refined once per class (row and policy key) are each workload's own: every
+    /// eligible pair holds the verdict of its deny rules (evaluated directly, without the
+    /// memos) and entitlements, on a dense estate and the generated one with policy.
+    #[test]
+    fn shared_refinements_are_each_workloads_own() {
+        let mut shape = dense::DenseShape::new(400, 40);
+        shape.requirement_sets = 7;
+        let at: Timestamp = dense::AT.parse().unwrap_or_default();
+        for ir in [
+            dense::dense_ir(shape),
+            estate(
+                3,
+                EstateShape {
+                    workloads: 300,
+                    targets: 50,
+                },
+            ),
+        ] {
+            let index = EstateIndex::build(&ir);
+            let eligible = EligibilityMatrix::compute(&ir, &index);
+            let mut m = eligible.clone();
+            let p = PolicyContext::new(&ir, at);
+            p.apply(&ir, &index, &mut m);
+            assert!(m.n_rows() <= ir.workloads.len());
+            for w in 0..ir.workloads.len() {
+                for t in 0..ir.targets.len() {
+                    let want = if eligible.get(w, t).is_ok() {
+                        Cell::from(p.explain(&ir, &index, m.fits(), w, t))
+                    } else {
+                        eligible.get(w, t)
+                    };
+                    assert_eq!(m.get(w, t), want, "pair ({w}, {t})");
+                }
             }
         }
     }

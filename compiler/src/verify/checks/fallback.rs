@@ -6,6 +6,7 @@
 
 use crate::plan::RejectionStage;
 use crate::verify::*;
+use std::collections::HashSet;
 
 impl<'a> Verifier<'a> {
     pub(in crate::verify) fn check_fallback(&mut self) {
@@ -48,14 +49,17 @@ impl<'a> Verifier<'a> {
         let mut found = Vec::new();
         for r in &self.workloads {
             let spec = self.workload(r.w);
-            // By target id: what the plan places on, and what it lists as rejected.
-            let mut used = vec![false; ir.targets.len()];
-            for p in &r.plan.placements {
-                if let Some(t) = self.target_id(&p.target) {
-                    used[t.index()] = true;
-                }
-            }
-            let mut seen = vec![false; ir.targets.len()];
+            // By target id: what the plan places on, and what it lists as rejected (sets of
+            // the few targets the plan names, not a flag per target: a workload costs what its
+            // plan lists, whatever the estate's size).
+            let used: HashSet<usize> = r
+                .plan
+                .placements
+                .iter()
+                .filter_map(|p| self.target_id(&p.target))
+                .map(|t| t.index())
+                .collect();
+            let mut seen: HashSet<usize> = HashSet::new();
             let span = self.wspan(r.w);
             let problem = |target: &str, problem| Violation::RejectionMismatch {
                 workload: spec.name.clone(),
@@ -67,9 +71,9 @@ impl<'a> Verifier<'a> {
                 let Some(t) = self.target_id(&rej.target) else {
                     continue;
                 };
-                if used[t.index()] {
+                if used.contains(&t.index()) {
                     found.push(problem(&rej.target, RejectionProblem::UsedTarget));
-                } else if std::mem::replace(&mut seen[t.index()], true) {
+                } else if !seen.insert(t.index()) {
                     found.push(problem(&rej.target, RejectionProblem::Duplicate));
                 } else if rej.stage == RejectionStage::Eligibility
                     && rej.reason != "not_candidate"
@@ -78,28 +82,29 @@ impl<'a> Verifier<'a> {
                     found.push(problem(&rej.target, RejectionProblem::ActuallyEligible));
                 }
             }
-            // Targets rejected but not listed one by one are counted in `others`.
-            let unlisted: Vec<&str> = ir
-                .targets
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| !used[*i] && !seen[*i])
-                .map(|(_, t)| t.name.as_str())
-                .collect();
+            // Targets rejected but not listed one by one are counted in `others`: every
+            // target is used, listed or counted, so the count of unlisted ones is the rest
+            // (`used` and `seen` are disjoint: a used target is never marked seen).
+            let unlisted = ir.targets.len() - used.len() - seen.len();
             let others = r
                 .plan
                 .rejected
                 .iter()
                 .fold(0u64, |n, rej| n.saturating_add(u64::from(rej.others)));
             if others == 0 {
-                for name in unlisted {
-                    found.push(problem(name, RejectionProblem::Unaccounted));
+                let names = ir
+                    .targets
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !used.contains(i) && !seen.contains(i));
+                for (_, t) in names {
+                    found.push(problem(&t.name, RejectionProblem::Unaccounted));
                 }
-            } else if others != unlisted.len() as u64 {
+            } else if others != unlisted as u64 {
                 found.push(Violation::RejectionCount {
                     workload: spec.name.clone(),
                     others,
-                    unlisted: unlisted.len() as u64,
+                    unlisted: unlisted as u64,
                     span,
                 });
             }
