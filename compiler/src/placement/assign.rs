@@ -494,6 +494,8 @@ impl<'a> Assigner<'a> {
             move_budget: 16 * n + 1024,
             chain_budget: chain::CHAIN_BUDGET_PER_WORKLOAD * n + chain::CHAIN_BUDGET_BASE,
             journal: Vec::new(),
+            freed: 0,
+            full_known: std::collections::HashMap::new(),
             scan_budget: SCAN_BUDGET_PER_WORKLOAD * n + SCAN_BUDGET_BASE,
             costs: ir
                 .workloads
@@ -532,6 +534,14 @@ struct Assigner<'a> {
     chain_budget: usize,
     /// What the current chain or trade changed, to undo it.
     journal: Vec<chain::Step>,
+    /// How many times capacity has been freed (every [`Assigner::remove`]); between two
+    /// frees capacity only shrinks, so an option with no room stays so.
+    freed: u64,
+    /// Per (option list, demand) ([`Assigner::demand_key`]): `(freed, n)`, the first `n`
+    /// options having had no room for one replica ([`Assigner::skip_full`]) when `freed` was
+    /// that count. Only trusted while no capacity has been freed since, so the improvement
+    /// passes do not each walk every workload past the same full pools (issue 22).
+    full_known: std::collections::HashMap<(*const Opt, u64, u64), (u64, usize)>,
 }
 
 impl Assigner<'_> {
@@ -661,11 +671,18 @@ impl Assigner<'_> {
     /// The first option of `w` at or after `from` whose pool and target have room for one
     /// replica's GPUs, CPU and memory (what only shrinks while replicas are only placed).
     fn skip_full(&self, w: usize, from: usize) -> usize {
+        self.skip_full_before(w, from, usize::MAX)
+    }
+
+    /// [`Self::skip_full`] looking no further than `end` (returned when every option before
+    /// it from `from` on is full).
+    fn skip_full_before(&self, w: usize, from: usize, end: usize) -> usize {
         let workload = &self.ir.workloads[w];
         let (gpu, r) = (gpu_units(workload), &workload.resources);
         let l = &self.out.ledger;
         let opts = &self.out.options[w];
-        (from..opts.len())
+        let end = end.min(opts.len());
+        (from..end)
             .find(|&i| {
                 let o = &opts[i];
                 let t = o.target as usize;
@@ -673,7 +690,7 @@ impl Assigner<'_> {
                     && l.cpu_free[t] >= r.cpu_millis
                     && l.memory_free[t] >= r.memory
             })
-            .unwrap_or(opts.len())
+            .unwrap_or(end)
     }
 
     /// The best feasible option of `w` at or after `*cursor` and before `limit`; moves the
@@ -746,6 +763,7 @@ impl Assigner<'_> {
         let units = gpu_units(&self.ir.workloads[w]);
         let l = &mut self.out.ledger;
         let t = o.target as usize;
+        self.freed += 1;
         l.cpu_free[t] += r.cpu_millis;
         l.memory_free[t] += r.memory;
         let th = &mut l.target_holders[t];
@@ -1142,6 +1160,30 @@ impl Assigner<'_> {
         }
     }
 
+    /// How many of `w`'s first options can have no room for one more replica once one of its
+    /// replicas leaves option `oi` (at most `oi`): those full now (remembered per list and
+    /// demand while no capacity is freed, [`Self::full_known`]), less those on `oi`'s target,
+    /// where the removal frees GPUs, CPU and memory. A target's options are adjacent in the
+    /// list (their rank is the target's: fallback position, cost, data latency; ties are
+    /// sorted by target, then pool), so they start where the run of `oi`'s target does.
+    fn full_before_removing(&mut self, w: usize, oi: usize) -> usize {
+        let key = self.demand_key(w);
+        let known = match self.full_known.get(&key) {
+            Some(&(freed, n)) if freed == self.freed => n,
+            _ => 0,
+        };
+        let full = self.skip_full_before(w, known.min(oi + 1), oi + 1);
+        // A longer prefix known from a workload whose worst option ranks lower stays.
+        self.full_known.insert(key, (self.freed, full.max(known)));
+        let opts = &self.out.options[w];
+        let here = opts[oi].target;
+        let mut start = oi;
+        while start > 0 && opts[start - 1].target == here {
+            start -= 1;
+        }
+        full.min(start)
+    }
+
     /// Moves replicas of `w` to strictly better-ranked feasible options; true if any moved.
     fn improve(&mut self, w: usize) -> bool {
         let mut moved = false;
@@ -1153,15 +1195,25 @@ impl Assigner<'_> {
             };
             let oi = oi as usize;
             let rank = self.out.options[w][oi].rank();
+            let mut start = self.full_before_removing(w, oi);
+            let freed = self.freed;
             self.remove(w, oi);
-            match self.choose(w, &mut 0, oi + 1) {
+            debug_assert!(
+                (0..start).all(|i| self.out.blocker(self, w, &self.out.options[w][i]).is_some()),
+                "an option known full has room"
+            );
+            match self.choose(w, &mut start, oi + 1) {
                 Some(j) if self.out.options[w][j].rank() < rank => {
                     self.place(w, j);
                     moved = true;
                     // Slots shifted; look at the worst one again.
                     k = self.out.slots[w].len();
                 }
-                _ => self.place(w, oi),
+                _ => {
+                    self.place(w, oi);
+                    // The ledger is as it was before the removal: what was full still is.
+                    self.freed = freed;
+                }
             }
         }
         moved
