@@ -182,27 +182,6 @@ fn oversized_file_exits_two_without_reading_it() {
     assert!(err.contains("split the specification"), "{err}");
 }
 
-/// A saved plan over the limit is refused from its size, before it is read (exit 1, as any
-/// file that is not a plan berth reads), with a hint for plans, not specs.
-#[test]
-fn oversized_plan_is_refused_without_reading_it() {
-    let dir = temp_with(&[("spec/a.berth", CLEAN.as_bytes())]);
-    let path = dir.path().join("plan.json");
-    let file = fs::File::create(&path).expect("create");
-    file.set_len((512 << 20) + 1).expect("set length");
-    let out = berth(dir.path(), &["verify", "plan.json", "--spec", "spec"]);
-    assert_eq!(code(&out), 1, "{}", stderr(&out));
-    let err = stderr(&out);
-    assert!(
-        err.contains("cannot read the plan: `plan.json` is larger than the 512 MiB limit"),
-        "{err}"
-    );
-    assert!(
-        err.contains("give the file `berth plan SPEC_DIR -o FILE` wrote"),
-        "{err}"
-    );
-}
-
 #[test]
 fn directories_are_searched_for_berth_files_only() {
     let dir = temp_with(&[

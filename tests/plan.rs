@@ -921,13 +921,13 @@ fn explanation_of_a_held_back_experiment() {
 #[test]
 fn a_plan_file_over_the_size_limit_is_refused_before_it_is_read() {
     let dir = copy_example("training-and-inference", unchanged);
-    // Sparse: 65 MiB that take no disk; refused from its size, not parsed.
+    // Sparse: 513 MiB that take no disk; refused from its size, not parsed.
     let big = fs::File::create(dir.path().join("big.json")).expect("create");
-    big.set_len(65 << 20).expect("grow");
+    big.set_len(513 << 20).expect("grow");
     let check = berth(dir.path(), &["verify", "big.json", "--spec", "spec"]);
     assert_eq!(code(&check), 1, "{}", stderr(&check));
     assert!(
-        stderr(&check).contains("`big.json` is larger than the 64 MiB limit"),
+        stderr(&check).contains("`big.json` is larger than the 512 MiB limit"),
         "{}",
         stderr(&check)
     );
@@ -939,7 +939,7 @@ fn a_plan_file_over_the_size_limit_is_refused_before_it_is_read() {
         let out = berth(dir.path(), args);
         assert_ne!(code(&out), 0, "{command}");
         assert!(
-            stderr(&out).contains("is larger than the 64 MiB limit"),
+            stderr(&out).contains("is larger than the 512 MiB limit"),
             "{command}: {}",
             stderr(&out)
         );
