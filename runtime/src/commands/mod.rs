@@ -37,6 +37,7 @@ pub mod keys;
 mod markdown;
 pub mod plan;
 pub mod plan_diff;
+pub mod plan_layout;
 pub mod reclaim;
 pub mod render;
 pub mod spec;

@@ -6,12 +6,12 @@
 //! written), when the verifier rejects the engine's plan (never written), or when `-o` names
 //! a file berth will not write over (`files::output`); 2 for usage and I/O problems.
 
-use super::{spec, table, what_if};
+use super::{plan_layout, spec, table, what_if};
 use crate::files::output;
 use crate::report::{Exit, OutputFormat, Ui};
 use berth_compiler::diagnostics::render::render_terminal_limited;
 use berth_compiler::plan::Plan;
-use std::io::{self, Write as _};
+use std::io;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -168,16 +168,14 @@ pub fn run(args: &PlanArgs, ui: &mut Ui<'_>) -> io::Result<Exit> {
 /// [`plan_json`] written to `out` as it is serialised (the same bytes), without holding the
 /// text: a dense fleet's plan is tens of megabytes.
 fn write_plan_json(plan: &Plan, out: &mut dyn io::Write) -> io::Result<()> {
-    let mut out = io::BufWriter::with_capacity(1 << 16, out);
-    serde_json::to_writer_pretty(&mut out, plan).map_err(io::Error::other)?;
-    out.write_all(b"\n")?;
-    out.flush()
+    plan_layout::to_writer(io::BufWriter::with_capacity(1 << 16, out), plan)
 }
 
-/// The plan as saved: two-space indentation and a final newline (`docs/plan-format.md`).
+/// The plan as saved: two-space indentation, objects and lists of plain values on one line
+/// when short ([`plan_layout`]), and a final newline (`docs/plan-format.md`).
 pub fn plan_json(plan: &Plan) -> String {
-    // Serialising the plan's plain structs cannot fail.
-    let mut json = serde_json::to_string_pretty(plan).unwrap_or_default();
-    json.push('\n');
-    json
+    let mut json = Vec::new();
+    // Serialising the plan's plain structs into memory cannot fail.
+    let _ = plan_layout::to_writer(&mut json, plan);
+    String::from_utf8(json).unwrap_or_default()
 }
