@@ -1265,6 +1265,15 @@ impl Assignment {
         self.blocker_with(ctx.ir, ctx.index, w, o)
     }
 
+    /// Whether [`Self::blocker_with`] reads anything of `w` but its options and demand: a
+    /// spread rule (its own replicas per target or region) or an isolation partner.
+    pub fn blocks_by_own_placement(&self, ir: &Ir, w: usize) -> bool {
+        let placement = &ir.workloads[w].placement;
+        placement.per_target.is_some()
+            || placement.per_region.is_some()
+            || !self.partners[w].is_empty()
+    }
+
     pub fn blocker_with(&self, ir: &Ir, index: &EstateIndex, w: usize, o: &Opt) -> Option<Block> {
         let workload = &ir.workloads[w];
         let placement = &workload.placement;

@@ -131,15 +131,18 @@ impl Solved<'_> {
     pub fn plan(&self, at: Timestamp, source_digest: &str, compiler_version: &str) -> Plan {
         let ir = self.ir;
         let first_options = first_options(&self.assignment.options);
-        let summaries = if ir.targets.len() <= FULL_LISTING_TARGETS {
-            Vec::new()
+        let shared = if ir.targets.len() <= FULL_LISTING_TARGETS {
+            rows::Shared::default()
         } else {
-            rows::summaries(&self.matrix, REJECTIONS_LISTED_PER_REASON)
+            rows::Shared {
+                summaries: rows::summaries(&self.matrix, REJECTIONS_LISTED_PER_REASON),
+                blocked: rows::SharedBlocked::compute(self, &first_options),
+            }
         };
         let workloads: Vec<WorkloadPlan> = (0..ir.workloads.len())
             .into_par_iter()
             .with_min_len(16)
-            .map(|w| self.workload_plan(w, &first_options[w], &summaries))
+            .map(|w| self.workload_plan(w, &first_options[w], &shared))
             .collect();
         let mut plan = Plan {
             format: PLAN_FORMAT.into(),
@@ -173,7 +176,7 @@ impl Solved<'_> {
         &self,
         w: usize,
         first_option: &[(u32, u32)],
-        summaries: &[rows::RowSummary],
+        shared: &rows::Shared,
     ) -> WorkloadPlan {
         let ir = self.ir;
         let workload = &ir.workloads[w];
@@ -225,7 +228,7 @@ impl Solved<'_> {
             status,
             replicas: workload.replicas,
             placements,
-            rejected: self.rejections(w, &slots, first_option, summaries),
+            rejected: self.rejections(w, &slots, first_option, shared),
             cost_per_day: cost,
             approval,
             fallback,
@@ -359,14 +362,14 @@ impl Solved<'_> {
     /// targets, per reason only the first [`REJECTIONS_LISTED_PER_REASON`] (in IR order) are
     /// listed and the last of them counts the others.
     ///
-    /// `summaries` (by row id; empty when every rejection is listed) let a workload whose
-    /// replicas are all placed skip the walk over its targets: see [`Self::summarised`].
+    /// `shared` (empty when every rejection is listed) lets a workload whose replicas are all
+    /// placed skip the walk over its targets: see [`Self::summarised`].
     fn rejections(
         &self,
         w: usize,
         slots: &[(Opt, u32)],
         first_option: &[(u32, u32)],
-        summaries: &[rows::RowSummary],
+        shared: &rows::Shared,
     ) -> Vec<Rejection> {
         let limit = if self.ir.targets.len() <= FULL_LISTING_TARGETS {
             usize::MAX
@@ -377,10 +380,19 @@ impl Solved<'_> {
         used.sort_unstable();
         used.dedup();
         let context = self.unused_context(w);
-        let summary = summaries.get(self.matrix.row_id(w) as usize);
+        let summary = shared.summaries.get(self.matrix.row_id(w) as usize);
         let (counts, listed) = match (context, summary) {
             (UnusedContext::Full { not_needed_from }, Some(summary)) if limit != usize::MAX => {
-                self.summarised(w, &used, first_option, not_needed_from, summary, limit)
+                let class_blocked = shared.blocked.of(w);
+                self.summarised(
+                    w,
+                    &used,
+                    first_option,
+                    not_needed_from,
+                    summary,
+                    limit,
+                    class_blocked,
+                )
             }
             _ => self.walked(w, &used, first_option, &context, limit),
         };
@@ -405,6 +417,7 @@ impl Solved<'_> {
     /// anything but `not_needed`, and those are a prefix of its options. Returns the count
     /// per reason and the first `limit` per reason, in target order, as [`Self::walked`]
     /// does.
+    #[allow(clippy::too_many_arguments)]
     fn summarised(
         &self,
         w: usize,
@@ -413,28 +426,53 @@ impl Solved<'_> {
         not_needed_from: usize,
         summary: &rows::RowSummary,
         limit: usize,
+        class_blocked: Option<&[(u32, u32, Verdict)]>,
     ) -> ([u32; Reason::COUNT], Vec<(usize, Verdict)>) {
         let context = UnusedContext::Full { not_needed_from };
-        // The targets whose first option (the table `first_options` built, sorted by target)
-        // ranks better than the worst used: their verdicts, where not `not_needed`.
-        let special: Vec<(u32, Verdict)> = first_option
-            .iter()
-            .filter(|&&(t, i)| (i as usize) < not_needed_from && used.binary_search(&t).is_err())
-            .map(|&(t, i)| (t, self.unused_verdict_in(&context, w, Some(i as usize))))
-            .filter(|(_, v)| v.reason().is_some_and(|r| r != Reason::NotNeeded))
-            .collect();
+        let ranked_better =
+            |t: u32, i: u32| (i as usize) < not_needed_from && used.binary_search(&t).is_err();
+        // The targets ranked better than the worst used that something keeps `w` off, in
+        // target order: its class's (`rows::SharedBlocked`), or found here from the table
+        // `first_options` built (sorted by target).
+        let from_class = class_blocked
+            .into_iter()
+            .flatten()
+            .filter(|&&(t, i, _)| ranked_better(t, i))
+            .map(|&(t, _, v)| (t, v));
+        let own = class_blocked
+            .is_none()
+            .then(|| {
+                first_option
+                    .iter()
+                    .filter(|&&(t, i)| ranked_better(t, i))
+                    .map(|&(t, i)| (t, self.unused_verdict_in(&context, w, Some(i as usize))))
+                    .filter(|(_, v)| v.reason().is_some_and(|r| r != Reason::NotNeeded))
+            })
+            .into_iter()
+            .flatten();
+        // Counted all; listed, the first `limit` of each reason (no other source gives an
+        // assignment-stage reason but `not_needed`, listed below).
         let mut counts = summary.counts;
-        for (_, v) in &special {
-            counts[v.reason().unwrap_or(Reason::NotNeeded) as usize] += 1;
+        let mut blocked_listed: Vec<(usize, Verdict)> = Vec::new();
+        let mut blocked: Vec<u32> = Vec::new();
+        let mut per_reason = [0u32; Reason::COUNT];
+        for (t, v) in from_class.chain(own) {
+            let r = v.reason().unwrap_or(Reason::NotNeeded) as usize;
+            counts[r] += 1;
+            per_reason[r] += 1;
+            if per_reason[r] as usize <= limit {
+                blocked_listed.push((t as usize, v));
+            }
+            blocked.push(t);
         }
         let used_permitted = used
             .iter()
             .filter(|&&t| self.matrix.get(w, t as usize).is_ok())
             .count();
-        let not_needed = summary.permitted.len() - used_permitted - special.len();
+        let not_needed = summary.permitted.len() - used_permitted - blocked.len();
         counts[Reason::NotNeeded as usize] += not_needed as u32;
-        // Candidates for listing: the row's first refused per reason, the special ones, and
-        // the first permitted targets that are neither used nor special.
+        // Candidates for listing: the row's first refused per reason, the blocked ones, and
+        // the first permitted targets that are neither used nor blocked.
         let mut candidates: Vec<(usize, Verdict)> = summary
             .first
             .iter()
@@ -443,15 +481,12 @@ impl Solved<'_> {
                 (t as usize, v)
             })
             .collect();
-        candidates.extend(special.iter().map(|&(t, v)| (t as usize, v)));
+        candidates.extend(blocked_listed);
         candidates.extend(
             summary
                 .permitted
                 .iter()
-                .filter(|t| {
-                    used.binary_search(t).is_err()
-                        && special.binary_search_by_key(*t, |(s, _)| *s).is_err()
-                })
+                .filter(|t| used.binary_search(t).is_err() && blocked.binary_search(t).is_err())
                 .take(limit)
                 .map(|&t| (t as usize, Verdict::reject(Reason::NotNeeded, 0))),
         );
