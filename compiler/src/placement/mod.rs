@@ -426,50 +426,27 @@ impl Solved<'_> {
         not_needed_from: usize,
         summary: &rows::RowSummary,
         limit: usize,
-        class_blocked: Option<&[(u32, u32, Verdict)]>,
+        class_blocked: Option<&rows::Blocked>,
     ) -> ([u32; Reason::COUNT], Vec<(usize, Verdict)>) {
-        let context = UnusedContext::Full { not_needed_from };
-        let ranked_better =
-            |t: u32, i: u32| (i as usize) < not_needed_from && used.binary_search(&t).is_err();
-        // The targets ranked better than the worst used that something keeps `w` off, in
-        // target order: its class's (`rows::SharedBlocked`), or found here from the table
-        // `first_options` built (sorted by target).
-        let from_class = class_blocked
-            .into_iter()
-            .flatten()
-            .filter(|&&(t, i, _)| ranked_better(t, i))
-            .map(|&(t, _, v)| (t, v));
-        let own = class_blocked
-            .is_none()
-            .then(|| {
-                first_option
-                    .iter()
-                    .filter(|&&(t, i)| ranked_better(t, i))
-                    .map(|&(t, i)| (t, self.unused_verdict_in(&context, w, Some(i as usize))))
-                    .filter(|(_, v)| v.reason().is_some_and(|r| r != Reason::NotNeeded))
-            })
-            .into_iter()
-            .flatten();
-        // Counted all; listed, the first `limit` of each reason (no other source gives an
+        // The targets ranked better than the worst used that something keeps `w` off: its
+        // class's (`rows::SharedBlocked`), or found here from the table `first_options` built.
+        let own;
+        let blocked = match class_blocked {
+            Some(class) => class,
+            None => {
+                own = rows::Blocked::of(self, w, first_option, not_needed_from, used);
+                &own
+            }
+        };
+        // Counted by reason; listed, the first `limit` of each (no other source gives an
         // assignment-stage reason but `not_needed`, listed below).
         let mut counts = summary.counts;
-        let mut blocked_listed: Vec<(usize, Verdict)> = Vec::new();
-        let mut blocked: Vec<u32> = Vec::new();
-        let mut per_reason = [0u32; Reason::COUNT];
-        for (t, v) in from_class.chain(own) {
-            let r = v.reason().unwrap_or(Reason::NotNeeded) as usize;
-            counts[r] += 1;
-            per_reason[r] += 1;
-            if per_reason[r] as usize <= limit {
-                blocked_listed.push((t as usize, v));
-            }
-            blocked.push(t);
-        }
+        let (n_blocked, blocked_listed) = blocked.read(not_needed_from, used, limit, &mut counts);
         let used_permitted = used
             .iter()
             .filter(|&&t| self.matrix.get(w, t as usize).is_ok())
             .count();
-        let not_needed = summary.permitted.len() - used_permitted - blocked.len();
+        let not_needed = summary.permitted.len() - used_permitted - n_blocked;
         counts[Reason::NotNeeded as usize] += not_needed as u32;
         // Candidates for listing: the row's first refused per reason, the blocked ones, and
         // the first permitted targets that are neither used nor blocked.
@@ -486,7 +463,7 @@ impl Solved<'_> {
             summary
                 .permitted
                 .iter()
-                .filter(|t| used.binary_search(t).is_err() && blocked.binary_search(t).is_err())
+                .filter(|&&t| used.binary_search(&t).is_err() && !blocked.holds(t, not_needed_from))
                 .take(limit)
                 .map(|&t| (t as usize, Verdict::reject(Reason::NotNeeded, 0))),
         );

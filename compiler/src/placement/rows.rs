@@ -68,9 +68,9 @@ pub(crate) struct Shared {
 pub(crate) struct SharedBlocked {
     /// Per workload, its class, when it has one.
     class_of: Vec<Option<u32>>,
-    /// Per class, `(target, first option index, verdict)` of every target whose first option
-    /// ranks before the class's deepest `not_needed_from` and is blocked, in target order.
-    blocked: Vec<Vec<(u32, u32, Verdict)>>,
+    /// Per class, every target whose first option ranks before the class's deepest
+    /// `not_needed_from` and is blocked.
+    blocked: Vec<Blocked>,
 }
 
 impl SharedBlocked {
@@ -108,28 +108,141 @@ impl SharedBlocked {
         }
         let blocked = deepest
             .par_iter()
-            .map(|&(w, not_needed_from)| {
-                let context = UnusedContext::Full { not_needed_from };
-                first_options[w]
-                    .iter()
-                    .filter(|&&(_, i)| (i as usize) < not_needed_from)
-                    .filter_map(|&(t, i)| {
-                        let v = s.unused_verdict_in(&context, w, Some(i as usize));
-                        v.reason()
-                            .is_some_and(|r| r != Reason::NotNeeded)
-                            .then_some((t, i, v))
-                    })
-                    .collect()
-            })
+            .map(|&(w, not_needed_from)| Blocked::of(s, w, &first_options[w], not_needed_from, &[]))
             .collect();
         SharedBlocked { class_of, blocked }
     }
 
-    /// The blocked targets of `w`'s class, when it has one: `w`'s own are those whose first
-    /// option index is below its `not_needed_from` and that it does not use.
-    pub(crate) fn of(&self, w: usize) -> Option<&[(u32, u32, Verdict)]> {
+    /// The blocked targets of `w`'s class, when it has one.
+    pub(crate) fn of(&self, w: usize) -> Option<&Blocked> {
         let class = self.class_of.get(w).copied().flatten()?;
-        self.blocked.get(class as usize).map(Vec::as_slice)
+        self.blocked.get(class as usize)
+    }
+}
+
+/// Targets something keeps a workload (or a class of them) off though its options rank them
+/// better than the worst it uses, with the first option index of each: what one workload reads
+/// of them (those before its own `not_needed_from`, less the targets it uses) is counted by
+/// reason in logarithmic time and listed without walking the rest.
+#[derive(Debug, Default)]
+pub(crate) struct Blocked {
+    /// `(target, first option index, verdict)` in target order.
+    by_target: Vec<(u32, u32, Verdict)>,
+    /// Option indices in ascending order, each with its reason's position in `reasons`.
+    by_rank: Vec<(u32, u8)>,
+    /// The distinct reasons of the entries (a few: capacity, CPU, memory, spread, isolation).
+    reasons: Vec<Reason>,
+    /// `prefix[j * reasons.len() + x]`: how many of the first `j` entries of `by_rank` have
+    /// reason `reasons[x]`.
+    prefix: Vec<u32>,
+}
+
+impl Blocked {
+    /// The blocked targets of `w` whose first option (from `first_option`, sorted by target)
+    /// comes before `not_needed_from`, `used` (sorted) left out.
+    pub(crate) fn of(
+        s: &Solved<'_>,
+        w: usize,
+        first_option: &[(u32, u32)],
+        not_needed_from: usize,
+        used: &[u32],
+    ) -> Self {
+        let context = UnusedContext::Full { not_needed_from };
+        let by_target: Vec<(u32, u32, Verdict)> = first_option
+            .iter()
+            .filter(|&&(t, i)| (i as usize) < not_needed_from && used.binary_search(&t).is_err())
+            .filter_map(|&(t, i)| {
+                let v = s.unused_verdict_in(&context, w, Some(i as usize));
+                v.reason()
+                    .filter(|&r| r != Reason::NotNeeded)
+                    .map(|_| (t, i, v))
+            })
+            .collect();
+        let mut reasons: Vec<Reason> = by_target
+            .iter()
+            .filter_map(|(_, _, v)| v.reason())
+            .collect();
+        reasons.sort_unstable();
+        reasons.dedup();
+        let mut by_rank: Vec<(u32, u8)> = by_target
+            .iter()
+            .map(|&(_, i, v)| {
+                let r = v.reason().unwrap_or(Reason::NotNeeded);
+                (i, reasons.partition_point(|&x| x < r) as u8)
+            })
+            .collect();
+        by_rank.sort_unstable();
+        let k = reasons.len();
+        let mut prefix = vec![0u32; (by_rank.len() + 1) * k];
+        for (j, &(_, x)) in by_rank.iter().enumerate() {
+            let (done, next) = prefix.split_at_mut((j + 1) * k);
+            next[..k].copy_from_slice(&done[j * k..]);
+            next[x as usize] += 1;
+        }
+        Blocked {
+            by_target,
+            by_rank,
+            reasons,
+            prefix,
+        }
+    }
+
+    /// Whether target `t` is blocked for a workload whose options from `not_needed_from` on
+    /// rank no better than its worst used.
+    pub(crate) fn holds(&self, t: u32, not_needed_from: usize) -> bool {
+        self.by_target
+            .binary_search_by_key(&t, |&(x, _, _)| x)
+            .is_ok_and(|j| (self.by_target[j].1 as usize) < not_needed_from)
+    }
+
+    /// For a workload with `not_needed_from` that uses `used` (sorted): its blocked targets'
+    /// count per reason (added to `counts`), their total, and the first `limit` of each reason
+    /// in target order.
+    pub(crate) fn read(
+        &self,
+        not_needed_from: usize,
+        used: &[u32],
+        limit: usize,
+        counts: &mut [u32; Reason::COUNT],
+    ) -> (usize, Vec<(usize, Verdict)>) {
+        let k = self.reasons.len();
+        let before = self
+            .by_rank
+            .partition_point(|&(i, _)| (i as usize) < not_needed_from);
+        let mut mine = [0u32; Reason::COUNT];
+        for (x, &r) in self.reasons.iter().enumerate() {
+            mine[r as usize] = self.prefix[before * k + x];
+        }
+        // A used target is never blocked for its own workload's count.
+        for &t in used {
+            if let Ok(j) = self.by_target.binary_search_by_key(&t, |&(x, _, _)| x) {
+                let (_, i, v) = self.by_target[j];
+                if (i as usize) < not_needed_from {
+                    mine[v.reason().unwrap_or(Reason::NotNeeded) as usize] -= 1;
+                }
+            }
+        }
+        let total: u32 = mine.iter().sum();
+        let wanted: u32 = mine.iter().map(|&n| n.min(limit as u32)).sum();
+        let mut taken = [0u32; Reason::COUNT];
+        let mut listed = Vec::with_capacity(wanted as usize);
+        for &(t, i, v) in &self.by_target {
+            if listed.len() == wanted as usize {
+                break;
+            }
+            if (i as usize) >= not_needed_from || used.binary_search(&t).is_ok() {
+                continue;
+            }
+            let r = v.reason().unwrap_or(Reason::NotNeeded) as usize;
+            taken[r] += 1;
+            if taken[r] as usize <= limit {
+                listed.push((t as usize, v));
+            }
+        }
+        for (n, m) in counts.iter_mut().zip(mine) {
+            *n += m;
+        }
+        (total as usize, listed)
     }
 }
 
@@ -183,7 +296,7 @@ mod tests {
                         s.summarised(args.0, args.1, args.2, args.3, args.4, args.5, Some(class));
                     assert_eq!(shared, walked, "workload {w} through its class");
                     through_class += 1;
-                    blocked_seen += class.len();
+                    blocked_seen += class.by_target.len();
                 }
                 summarised += 1;
             }
