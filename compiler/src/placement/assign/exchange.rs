@@ -9,9 +9,9 @@
 //! replica itself goes to the cheapest place left for it — often room one of them left.
 //! Relocation ([`Assigner::improve_by_relocation`]) sees this from one moving workload at a
 //! time and clears room holder by holder, in index order; the exchange sees it from the
-//! target: for each replica it could give up (and for none), it fills the room with the
-//! replicas of other targets that save most, then places the one given up, and keeps the
-//! best of these whose total cost per day strictly drops.
+//! target: for each replica it could give up (for none, and for pairs among the first few),
+//! it fills the room with the replicas of other targets that save most, then places the ones
+//! given up, and keeps the best of these whose total cost per day strictly drops.
 //!
 //! What an exchange never does: unplace a replica (every replica it moves is placed again,
 //! so no class places fewer), move a replica to an option with a worse *guard* (its fallback
@@ -38,6 +38,8 @@ const EXCHANGE_PASSES: usize = 3;
 const EXCHANGES_PER_TARGET: usize = 16;
 /// Candidate replicas an exchange considers moving in, the best first.
 const CANDIDATES: usize = 48;
+/// Slots (workload, option) on a target among which pairs of replicas are given up together.
+const PAIR_SLOTS: usize = 8;
 /// Full options the replica given up may make room at (by moving their holders on).
 const CLEARED_HOMES: usize = 4;
 
@@ -65,7 +67,7 @@ enum Order {
 /// order the room is filled in.
 #[derive(Clone, Copy, Debug)]
 struct Plan {
-    evict: Option<(u32, u32)>,
+    evict: [Option<(u32, u32)>; 2],
     order: Order,
 }
 
@@ -149,12 +151,25 @@ impl Assigner<'_> {
             return false;
         }
         // The replicas it could give up: one per (workload, option) on `t`.
-        let mut evictions: Vec<Option<(u32, u32)>> = vec![None];
+        let mut slots: Vec<(u32, u32, u32)> = Vec::new();
         for &(v, _) in &self.out.ledger.target_holders[t as usize] {
-            for &(oi, _) in &self.out.slots[v as usize] {
+            for &(oi, n) in &self.out.slots[v as usize] {
                 if self.out.options[v as usize][oi as usize].target == t {
-                    evictions.push(Some((v, oi)));
+                    slots.push((v, oi, n));
                 }
+            }
+        }
+        let mut evictions: Vec<[Option<(u32, u32)>; 2]> = vec![[None, None]];
+        evictions.extend(slots.iter().map(|&(v, oi, _)| [Some((v, oi)), None]));
+        // Two replicas given up at once, among the first slots (the same one twice where it
+        // holds two).
+        let few = &slots[..slots.len().min(PAIR_SLOTS)];
+        for (i, &(v, oi, n)) in few.iter().enumerate() {
+            if n >= 2 {
+                evictions.push([Some((v, oi)), Some((v, oi))]);
+            }
+            for &(u, uj, _) in &few[i + 1..] {
+                evictions.push([Some((v, oi)), Some((u, uj))]);
             }
         }
         let mut by_saving = candidates.clone();
@@ -287,7 +302,7 @@ impl Assigner<'_> {
         on_target: &mut HashMap<*const Opt, Vec<(u32, u32)>>,
     ) -> Option<i64> {
         let mut gain = 0i64;
-        if let Some((v, oi)) = plan.evict {
+        for &(v, oi) in plan.evict.iter().flatten() {
             self.j_remove(v as usize, oi as usize);
         }
         for c in list {
@@ -318,7 +333,7 @@ impl Assigner<'_> {
                 self.j_place(w, a as usize);
             }
         }
-        if let Some((v, oi)) = plan.evict {
+        for &(v, oi) in plan.evict.iter().flatten() {
             let v = v as usize;
             let was = self.out.options[v][oi as usize];
             let (cost_was, guard_was) = (self.cost(v, &was), self.guard(v, &was));
