@@ -19,6 +19,7 @@ Usage: compare.py INSTANCES [--berth PATH] [--exact] [--time-limit S] [--csv FIL
 
 import argparse
 import csv
+import hashlib
 import json
 import os
 import resource
@@ -102,6 +103,26 @@ class Model:
         return bad
 
 
+def cached_solve(model, args, counts=None):
+    """`solve`, remembered under `--cache` by a SHA-256 of the instance, the counts asked
+    for and the time limit, so a rerun against another berth binary only solves what its
+    answer changed (the full optimum never, the same-placement cost where the counts moved)."""
+    if not args.cache:
+        return solve(model, args.time_limit, counts)
+    key = hashlib.sha256(json.dumps(
+        [model.inst, counts, args.time_limit], sort_keys=True).encode()).hexdigest()
+    path = os.path.join(args.cache, key + ".json")
+    if os.path.exists(path):
+        c = json.load(open(path))
+        return c["values"], None, c["seconds"], c["status"]
+    values, x, seconds, status = solve(model, args.time_limit, counts)
+    os.makedirs(args.cache, exist_ok=True)
+    with open(path + ".tmp", "w") as out:
+        json.dump({"values": values, "seconds": seconds, "status": status}, out)
+    os.replace(path + ".tmp", path)
+    return values, x, seconds, status
+
+
 def run_berth(berth, inst_dir, at, extra):
     """The plan berth writes, its exit code and the seconds it took (wall, CPU)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -148,10 +169,10 @@ def compare(inst_dir, args):
     plan, code, wall, cpu = run_berth(args.berth, inst_dir, inst["at"], [])
     bx = berth_x(model, plan, name)
     b = evaluate(model, bx)
-    m, _, seconds, status = solve(model, args.time_limit)
+    m, _, seconds, status = cached_solve(model, args)
     counts = [int(sum(bx[c] for c in model.workload_cols(w)))
               for w in range(len(inst["workloads"]))]
-    same, _, _, same_status = solve(model, args.time_limit, counts)
+    same, _, _, same_status = cached_solve(model, args, counts)
     bu, mu = [round(v) for v in b[:FALLBACK]], [round(v) for v in m[:FALLBACK]]
     row = {
         "instance": name, "shape": inst["shape"], "level": inst["level"],
@@ -211,6 +232,7 @@ def main():
     ap.add_argument("--exact", action="store_true")
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--csv")
+    ap.add_argument("--cache", help="folder remembering HiGHS's answers per instance")
     args = ap.parse_args()
     dirs = sorted((d for d in os.listdir(args.dir)
                    if os.path.exists(os.path.join(args.dir, d, "instance.json"))),

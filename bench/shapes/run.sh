@@ -20,4 +20,4 @@ fi
 cargo build --release --bin berth
 python3 bench/shapes/generate.py "$OUT" --sizes "$SIZES" --seeds "$SEEDS" --levels "$LEVELS"
 "$VENV/bin/python" bench/shapes/compare.py "$OUT" --berth target/release/berth \
-    --time-limit "${MIP_TIME_LIMIT:-60}" --csv target/shapes-results.csv "$@"
+    --time-limit "${MIP_TIME_LIMIT:-60}" --cache target/shapes-cache --csv target/shapes-results.csv "$@"

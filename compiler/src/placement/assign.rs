@@ -1,7 +1,7 @@
 //! Assignment: replicas onto (target, pool) slots, respecting capacity, caps, spread and
 //! isolation, ranked by the workload's preferences.
 //!
-//! A fast heuristic in three phases, all deterministic (ties broken by IR index; no hashed
+//! A fast heuristic in four phases, all deterministic (ties broken by IR index; no hashed
 //! iteration anywhere):
 //!
 //! 1. **Greedy.** Workloads in priority order — class (production, staging, development,
@@ -22,6 +22,11 @@
 //!    *relocate*: move a replica to a cheaper full option by moving others away when that
 //!    costs less than it saves, never worsening anyone's fallback or first-ranked latency.
 //!    Then repair again (improvement frees capacity) and improve again.
+//! 4. **Exchange** ([`exchange`]). At each target with GPUs to spare, cheapest first: give up
+//!    one replica there (or none), fill the room with replicas of dearer targets, place the
+//!    one given up at its cheapest option elsewhere; the best exchange that lowers the total
+//!    cost is kept — the multi-resource packing moves of one workload at a time miss.
+//!    Then settle: every rejection reason the plan gives is made true.
 //!
 //! Quality against an exact MIP: `docs/performance.md` ("Quality against an exact solver").
 //!
@@ -46,6 +51,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 mod chain;
+mod exchange;
 mod relax;
 
 use relax::SearchOutcome;
@@ -566,6 +572,11 @@ impl Assigner<'_> {
         if self.repair_all(&order) {
             self.improve_all(&order);
         }
+        // Exchanges reach the multi-resource packing single moves do not; what they free
+        // may let replicas improve further.
+        if self.exchange_all() {
+            self.improve_all(&order);
+        }
         self.settle(&order);
     }
 
@@ -941,7 +952,7 @@ impl Assigner<'_> {
                 if let Some(to) = to {
                     self.j_place(v, to);
                 }
-                self.move_budget -= 1;
+                self.move_budget = self.move_budget.saturating_sub(1);
             }
         }
         if self.out.blocker(self, w, &goal).is_none() {
@@ -1137,7 +1148,8 @@ impl Assigner<'_> {
                 break;
             }
             self.j_place(w, to);
-            self.move_budget -= 1;
+            // `clear_room` may have spent the budget to its last move.
+            self.move_budget = self.move_budget.saturating_sub(1);
             let gain = if better_guard {
                 m
             } else {
@@ -1313,7 +1325,7 @@ impl Assignment {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::ir::IrBuilder;
+    use crate::testing::ir::{IrBuilder, money};
 
     fn run(ir: &Ir) -> (EstateIndex, Assignment) {
         let index = EstateIndex::build(ir);
@@ -1521,5 +1533,51 @@ mod tests {
         let (_, a) = run(&ir);
         assert_eq!(targets_of(&ir, &a, 0), vec![("t".into(), 1)]);
         assert_eq!(targets_of(&ir, &a, 1), vec![]);
+    }
+
+    /// Total cost per day of an assignment, in the IR's money units.
+    fn cost_per_day(ir: &Ir, a: &Assignment) -> i64 {
+        (0..ir.workloads.len())
+            .flat_map(|w| {
+                a.slots[w].iter().map(move |&(i, n)| {
+                    let t = a.options[w][i as usize].target as usize;
+                    replica_cost_per_day(ir, w, t).0 * i64::from(n)
+                })
+            })
+            .sum()
+    }
+
+    #[test]
+    fn an_exchange_fills_a_cheap_target_whose_cpu_binds() {
+        // Greedy: production `hog` (1 GPU, 8 CPUs) and `lean_a` fill `cheap`'s 10 CPUs with
+        // two of its four GPUs used; `lean_b` and `lean_c` go to `dear`. No single move pays:
+        // moving `hog` to `dear` costs what one lean replica saves (relocation weighs one
+        // workload's replicas at a time). The exchange gives `hog` up and takes both in: 3
+        // GPUs on `cheap` instead of 2, the optimum.
+        use crate::ir::WorkloadClass::Development;
+        let g = 1 << 30;
+        let mut b = IrBuilder::new().workload("hog", |w| w.gpu(1).cpu_mem(8, g));
+        for name in ["lean_a", "lean_b", "lean_c"] {
+            b = b.workload(name, |w| w.gpu(1).cpu_mem(2, g).class(Development));
+        }
+        let ir = b
+            .target("cheap", |t| {
+                t.pool("l4", "L4", 4).gpu_hour("1.00").cpu_mem(10, 64 * g)
+            })
+            .target("dear", |t| {
+                t.pool("l4", "L4", 8).gpu_hour("3.00").cpu_mem(64, 64 * g)
+            })
+            .build();
+        let (_, a) = run(&ir);
+        assert_eq!(targets_of(&ir, &a, 0), vec![("dear".into(), 1)]);
+        for w in 1..4 {
+            assert_eq!(
+                targets_of(&ir, &a, w),
+                vec![("cheap".into(), 1)],
+                "lean {w}"
+            );
+        }
+        // 3 × 1.00 × 24 + 3.00 × 24 a day (8 × 24 · 1.00 before the exchange).
+        assert_eq!(cost_per_day(&ir, &a), 6 * 24 * money("1.00").0);
     }
 }
