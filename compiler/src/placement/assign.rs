@@ -160,6 +160,18 @@ pub fn build_options(
         .collect()
 }
 
+/// An option list's `(target, option index)` pairs sorted by target, then index: a target's
+/// options, and its first, found by binary search.
+pub fn options_by_target(opts: &[Opt]) -> Vec<(u32, u32)> {
+    let mut by_target: Vec<(u32, u32)> = opts
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.target, i as u32))
+        .collect();
+    by_target.sort_unstable();
+    by_target
+}
+
 /// `f` of each workload's option list, computed once per distinct list (in parallel) and
 /// handed to every workload that shares it.
 pub fn per_list<T: Clone + Send + Sync>(
@@ -356,6 +368,12 @@ pub struct Assignment {
     partners: Vec<Vec<u32>>,
 }
 
+/// Moves the repair and relocation may make, for `n` workloads (the exchange pass tops the
+/// budget up to this again).
+fn move_budget(n: usize) -> usize {
+    16 * n + 1024
+}
+
 /// Options examined for best fit after the first feasible one of a rank.
 const BEST_FIT_WINDOW: usize = 64;
 /// Capacity-blocked options a repair tries per missing replica.
@@ -497,7 +515,7 @@ impl<'a> Assigner<'a> {
                 order,
                 partners,
             },
-            move_budget: 16 * n + 1024,
+            move_budget: move_budget(n),
             chain_budget: chain::CHAIN_BUDGET_PER_WORKLOAD * n + chain::CHAIN_BUDGET_BASE,
             journal: Vec::new(),
             freed: 0,

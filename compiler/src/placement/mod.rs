@@ -598,12 +598,7 @@ impl Solved<'_> {
 /// sharing an option list ([`assign::Options`]) share the table, built once.
 fn first_options(options: &[assign::Options]) -> Vec<std::sync::Arc<[(u32, u32)]>> {
     assign::per_list(options, |opts| {
-        let mut first: Vec<(u32, u32)> = opts
-            .iter()
-            .enumerate()
-            .map(|(i, o)| (o.target, i as u32))
-            .collect();
-        first.sort_unstable();
+        let mut first = assign::options_by_target(opts);
         first.dedup_by_key(|(t, _)| *t);
         first.into()
     })

@@ -28,6 +28,18 @@ enum InString {
     Escaped,
 }
 
+impl InString {
+    /// The state after `byte`, read inside a string (`Yes` or `Escaped`).
+    fn inside_after(self, byte: u8) -> InString {
+        match (self, byte) {
+            (InString::Escaped, _) => InString::Yes,
+            (_, b'\\') => InString::Escaped,
+            (_, b'"') => InString::No,
+            _ => InString::Yes,
+        }
+    }
+}
+
 /// An [`io::Write`] adapter over serde_json's pretty output: see the module documentation.
 /// Call [`ShortLeaves::finish`] at the end of the document.
 pub struct ShortLeaves<W: Write> {
@@ -83,17 +95,9 @@ impl<W: Write> Write for ShortLeaves<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         for &byte in buf {
             match self.string {
-                InString::Yes => {
+                InString::Yes | InString::Escaped => {
                     self.keep(byte);
-                    self.string = match byte {
-                        b'\\' => InString::Escaped,
-                        b'"' => InString::No,
-                        _ => InString::Yes,
-                    };
-                }
-                InString::Escaped => {
-                    self.keep(byte);
-                    self.string = InString::Yes;
+                    self.string = self.string.inside_after(byte);
                 }
                 InString::No => match byte {
                     b'"' => {
@@ -140,17 +144,9 @@ fn one_line(pretty: &[u8]) -> Vec<u8> {
     let mut string = InString::No;
     for &byte in pretty {
         match string {
-            InString::Yes => {
+            InString::Yes | InString::Escaped => {
                 line.push(byte);
-                string = match byte {
-                    b'\\' => InString::Escaped,
-                    b'"' => InString::No,
-                    _ => InString::Yes,
-                };
-            }
-            InString::Escaped => {
-                line.push(byte);
-                string = InString::Yes;
+                string = string.inside_after(byte);
             }
             InString::No => match byte {
                 b' ' | b'\n' => {}

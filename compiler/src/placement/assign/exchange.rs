@@ -78,7 +78,7 @@ impl Assigner<'_> {
         let mut budget = EXCHANGE_BUDGET_PER_WORKLOAD * n + EXCHANGE_BUDGET_BASE;
         // Making room for a replica given up moves others; the repair may have spent the
         // move budget, so the pass (and the improvement after it) gets its own.
-        self.move_budget = self.move_budget.max(16 * n + 1024);
+        self.move_budget = self.move_budget.max(super::move_budget(n));
         let mut on_target: HashMap<*const Opt, Vec<(u32, u32)>> = HashMap::new();
         let mut targets: Vec<u32> = (0..self.ir.targets.len() as u32).collect();
         targets.sort_by_key(|&t| (self.gpu_hour[t as usize], t));
@@ -119,13 +119,7 @@ impl Assigner<'_> {
         let opts = &self.out.options[w];
         let table = on_target.entry(opts.as_ptr()).or_insert_with(|| {
             *budget = budget.saturating_sub(opts.len());
-            let mut v: Vec<(u32, u32)> = opts
-                .iter()
-                .enumerate()
-                .map(|(i, o)| (o.target, i as u32))
-                .collect();
-            v.sort_unstable();
-            v
+            super::options_by_target(opts)
         });
         let start = table.partition_point(|&(x, _)| x < t);
         table[start..]
