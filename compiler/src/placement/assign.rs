@@ -1,7 +1,7 @@
 //! Assignment: replicas onto (target, pool) slots, respecting capacity, caps, spread and
 //! isolation, ranked by the workload's preferences.
 //!
-//! A fast heuristic in four phases, all deterministic (ties broken by IR index; no hashed
+//! A fast heuristic in five phases, all deterministic (ties broken by IR index; no hashed
 //! iteration anywhere):
 //!
 //! 1. **Greedy.** Workloads in priority order — class (production, staging, development,
@@ -26,7 +26,11 @@
 //!    one replica there (or none), fill the room with replicas of dearer targets, place the
 //!    one given up at its cheapest option elsewhere; the best exchange that lowers the total
 //!    cost is kept — the multi-resource packing moves of one workload at a time miss.
-//!    Then settle: every rejection reason the plan gives is made true.
+//! 5. **Repack** ([`repack`]). Where a class is left short, it and the classes below it are
+//!    placed again smallest replicas first (two measures of size), kept only if that places
+//!    more replicas per class; then improvement and exchanges again.
+//!
+//! Then settle: every rejection reason the plan gives is made true.
 //!
 //! Quality against an exact MIP: `docs/performance.md` ("Quality against an exact solver").
 //!
@@ -53,6 +57,7 @@ use std::sync::Arc;
 mod chain;
 mod exchange;
 mod relax;
+mod repack;
 
 use relax::SearchOutcome;
 
@@ -538,6 +543,7 @@ impl<'a> Assigner<'a> {
     }
 }
 
+#[derive(Clone)]
 struct Assigner<'a> {
     ir: &'a Ir,
     index: &'a EstateIndex,
@@ -585,17 +591,68 @@ impl Assigner<'_> {
             full_prefix.insert(key, self.skip_full(w, start));
         }
         self.repair_all(&order);
-        self.improve_all(&order);
+        if self.short_workload(&order) && self.ir.workloads.len() <= repack::REPACK_MAX_WORKLOADS {
+            // Over-subscribed: two ways on from here, and the better is kept — repacking the
+            // classes left short first, and the passes as they run where every replica is
+            // placed (then a repack at the end). Each place more on some estates; the
+            // other's later repairs sometimes reach what the first's do not.
+            let mut plain = self.clone();
+            plain.finish(&order, false);
+            self.finish(&order, true);
+            if plain.outcome() > self.outcome() {
+                *self = plain;
+            }
+        } else {
+            self.finish(&order, false);
+        }
+        self.settle(&order);
+    }
+
+    /// The passes after the first repair: improvement, repair again, exchanges, and a repack
+    /// where classes are still short — first as well, with `repack_first`.
+    fn finish(&mut self, order: &[u32], repack_first: bool) {
+        if repack_first {
+            self.repack(order);
+        }
+        self.improve_all(order);
         // Improvements free capacity that replicas still missing may now use.
-        if self.repair_all(&order) {
-            self.improve_all(&order);
+        if self.repair_all(order) {
+            self.improve_all(order);
         }
         // Exchanges reach the multi-resource packing single moves do not; what they free
         // may let replicas improve further.
         if self.exchange_all() {
-            self.improve_all(&order);
+            self.improve_all(order);
         }
-        self.settle(&order);
+        // Once more from where the cost passes left the estate (they moved replicas of every
+        // class); the replicas it places anew then get their cheaper options again.
+        if self.repack(order) {
+            self.improve_all(order);
+            if self.exchange_all() {
+                self.improve_all(order);
+            }
+        }
+    }
+
+    /// Whether some workload of `order` is short of replicas and has options.
+    fn short_workload(&self, order: &[u32]) -> bool {
+        order.iter().any(|&w| {
+            let w = w as usize;
+            self.out.placed(w) < self.ir.workloads[w].replicas && !self.out.options[w].is_empty()
+        })
+    }
+
+    /// How good the assignment is, greater is better: replicas placed per class (highest
+    /// priority first), then the cost per day, lower is better.
+    fn outcome(&self) -> ([i64; 4], std::cmp::Reverse<i64>) {
+        let cost = (0..self.ir.workloads.len())
+            .flat_map(|w| self.out.slots[w].iter().map(move |&(oi, k)| (w, oi, k)))
+            .map(|(w, oi, k)| {
+                self.cost(w, &self.out.options[w][oi as usize])
+                    .saturating_mul(i64::from(k))
+            })
+            .fold(0i64, i64::saturating_add);
+        (self.assignment_tally(), std::cmp::Reverse(cost))
     }
 
     /// Ends the search where every rejection the plan gives is true: no workload left short
@@ -1597,5 +1654,33 @@ mod tests {
         }
         // 3 × 1.00 × 24 + 3.00 × 24 a day (8 × 24 · 1.00 before the exchange).
         assert_eq!(cost_per_day(&ir, &a), 6 * 24 * money("1.00").0);
+    }
+
+    #[test]
+    fn a_short_class_is_repacked_smaller_replicas_first() {
+        // One target: 4 GPUs, 4 CPUs. The greedy (same class, same targets: by name) places
+        // `a` (3 GPUs, 1 CPU) and `b` (1 GPU, 3 CPUs), which fill it, and none of `c`'s three
+        // (1 GPU, 1 CPU each). Giving up either alone leaves room for one replica of `c`
+        // (the other resource binds): no trade gains. Placing the class again, fewest GPUs
+        // per replica first, places all three of `c`: three replicas instead of two.
+        use crate::ir::WorkloadClass::Experiment;
+        let g = 1 << 30;
+        let ir = IrBuilder::new()
+            .workload("a", |w| w.gpu(3).cpu_mem(1, g).class(Experiment))
+            .workload("b", |w| w.gpu(1).cpu_mem(3, g).class(Experiment))
+            .workload("c", |w| {
+                w.gpu(1).cpu_mem(1, g).replicas(3).class(Experiment)
+            })
+            .target("only", |t| {
+                t.pool("l4", "L4", 4).gpu_hour("1.00").cpu_mem(4, 64 * g)
+            })
+            .build();
+        let (_, a) = run(&ir);
+        assert_eq!(a.placed(2), 3, "all of `c`");
+        assert_eq!(
+            a.placed(0) + a.placed(1),
+            0,
+            "neither `a` nor `b` fits beside them"
+        );
     }
 }

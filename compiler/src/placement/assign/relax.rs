@@ -398,7 +398,7 @@ impl Assigner<'_> {
     }
 
     /// Replicas placed per class in the assignment (highest priority first).
-    fn assignment_tally(&self) -> [i64; 4] {
+    pub(super) fn assignment_tally(&self) -> [i64; 4] {
         let mut tally = [0i64; 4];
         for (w, wl) in self.ir.workloads.iter().enumerate() {
             tally[class_slot(wl.class)] += i64::from(self.out.placed(w));
@@ -859,7 +859,7 @@ impl Assigner<'_> {
     }
 
     /// Replaces the assignment by `slots` (per workload, `(option, replicas)` sorted).
-    fn adopt_slots(&mut self, slots: Vec<Vec<(u32, u32)>>) {
+    pub(super) fn adopt_slots(&mut self, slots: Vec<Vec<(u32, u32)>>) {
         let n = self.ir.workloads.len();
         let changed: Vec<usize> = (0..n).filter(|&w| slots[w] != self.out.slots[w]).collect();
         // Everything leaves before anything arrives: the ledger never goes below zero.
