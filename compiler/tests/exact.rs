@@ -1,7 +1,7 @@
 //! The exact assignment mode (`placement::exact`, `berth plan --exact`), on the generated
 //! estates the MIP comparison uses: it never places fewer replicas of a class than the
 //! heuristic (lexicographically, production first), its plans pass the verifier, and on an
-//! estate where the heuristic leaves a replica out that a MIP places (`w50_t10_s3_c100` of
+//! estate where the heuristic leaves a replica out that a MIP places (`w50_t10_s4_c100` of
 //! `bench/mip`, docs/performance.md), it places that replica.
 #![cfg(feature = "exact")]
 
@@ -56,8 +56,10 @@ fn exact_places_at_least_what_the_heuristic_places_and_verifies() {
             better.push(seed);
         }
     }
-    // `w50_t10_s3_c100`: the heuristic leaves one experiment replica out.
-    assert!(better.contains(&3), "exact was better on seeds {better:?}");
+    // `w50_t10_s4_c100`: the heuristic leaves one experiment replica out. (It left one out
+    // of seed 3 as well until the repack; should it ever place these too, pick another
+    // estate where a MIP places more, from `bench/mip`.)
+    assert!(better.contains(&4), "exact was better on seeds {better:?}");
 }
 
 #[test]
