@@ -30,7 +30,9 @@
 //!    placed again smallest replicas first (two measures of size), kept only if that places
 //!    more replicas per class; then improvement and exchanges again.
 //!
-//! Then settle: every rejection reason the plan gives is made true.
+//! Then settle: every rejection reason the plan gives is made true. An estate of up to
+//! 2,000 workloads runs all of it from three orders ([`Construction`]) in parallel and keeps
+//! the best outcome ([`Outcome`]: replicas per class, guards, cost).
 //!
 //! Quality against an exact MIP: `docs/performance.md` ("Quality against an exact solver").
 //!
@@ -51,6 +53,7 @@ use super::index::EstateIndex;
 use super::policy::PolicyContext;
 use crate::ir::{Ir, Money, Preference, WorkloadClass};
 use rayon::prelude::*;
+use std::cmp::Reverse;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -455,8 +458,58 @@ pub fn assign(
 ) -> Assignment {
     let options = build_options(ir, index, matrix, policy);
     let mut a = Assigner::new(ir, index, policy, options);
-    a.run();
+    if ir.workloads.len() > CONSTRUCTIONS_MAX_WORKLOADS {
+        a.run();
+        return a.out;
+    }
+    // The orders reach different packings where CPU or memory binds, and on a small estate
+    // each costs little; they run in parallel, and the better outcome is kept (on a tie, the
+    // earlier order), so the result does not depend on the threads.
+    let runs: Vec<Assigner<'_>> = Construction::ALL
+        .par_iter()
+        .map(|&construction| {
+            let mut run = a.clone();
+            run.sort_for(construction);
+            run.run();
+            run
+        })
+        .collect();
+    let mut best: Option<Assigner<'_>> = None;
+    for run in runs {
+        if best.as_ref().is_none_or(|b| run.outcome() > b.outcome()) {
+            best = Some(run);
+        }
+    }
+    if let Some(best) = best {
+        a = best;
+    }
     a.out
+}
+
+/// Estates of up to this many workloads are assigned from every [`Construction`]
+/// ([`assign`]); larger ones from the first alone.
+const CONSTRUCTIONS_MAX_WORKLOADS: usize = 2_000;
+
+/// The orders the greedy places workloads in, each a whole assignment of its own on an
+/// estate of up to [`CONSTRUCTIONS_MAX_WORKLOADS`] workloads. Every one is by class first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Construction {
+    /// Most constrained first (fewest permitted targets), then name and index: what finds
+    /// a full placement where one exists.
+    Constrained,
+    /// GPU units, CPU and memory per replica, largest first (first-fit decreasing).
+    LargestFirst,
+    /// GPUs per share of CPU and memory, highest first: the replicas a cheap target whose
+    /// CPU or memory binds should hold.
+    GpuDenseFirst,
+}
+
+impl Construction {
+    const ALL: [Construction; 3] = [
+        Construction::Constrained,
+        Construction::LargestFirst,
+        Construction::GpuDenseFirst,
+    ];
 }
 
 /// The assignment that places `counts[w][i]` replicas of each workload `w` on its option `i`
@@ -543,6 +596,20 @@ impl<'a> Assigner<'a> {
     }
 }
 
+/// An assignment's outcome, greater is better ([`Assigner::outcome`]); compared field by
+/// field in this order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Outcome {
+    /// Replicas placed per class, highest priority first.
+    placed: [i64; 4],
+    /// Fallback positions, summed over the replicas placed.
+    fallback: Reverse<i64>,
+    /// Data latency of the replicas of workloads that rank it first, summed.
+    latency: Reverse<i64>,
+    /// Cost per day.
+    cost: Reverse<i64>,
+}
+
 #[derive(Clone)]
 struct Assigner<'a> {
     ir: &'a Ir,
@@ -571,7 +638,7 @@ struct Assigner<'a> {
     /// options having had no room for one replica ([`Assigner::skip_full`]) when `freed` was
     /// that count. Only trusted while no capacity has been freed since, so the improvement
     /// passes do not each walk every workload past the same full pools (issue 22).
-    full_known: std::collections::HashMap<(*const Opt, u64, u64), (u64, usize)>,
+    full_known: std::collections::HashMap<(usize, u64, u64), (u64, usize)>,
 }
 
 impl Assigner<'_> {
@@ -643,16 +710,67 @@ impl Assigner<'_> {
     }
 
     /// How good the assignment is, greater is better: replicas placed per class (highest
-    /// priority first), then the cost per day, lower is better.
-    fn outcome(&self) -> ([i64; 4], std::cmp::Reverse<i64>) {
-        let cost = (0..self.ir.workloads.len())
-            .flat_map(|w| self.out.slots[w].iter().map(move |&(oi, k)| (w, oi, k)))
-            .map(|(w, oi, k)| {
-                self.cost(w, &self.out.options[w][oi as usize])
-                    .saturating_mul(i64::from(k))
-            })
-            .fold(0i64, i64::saturating_add);
-        (self.assignment_tally(), std::cmp::Reverse(cost))
+    /// priority first), then, summed over the replicas placed and lower being better, their
+    /// guards — fallback positions, then data latency where it ranks first — and their cost
+    /// per day.
+    fn outcome(&self) -> Outcome {
+        let (mut fallback, mut latency, mut cost) = (0i64, 0i64, 0i64);
+        for (w, slots) in self.out.slots.iter().enumerate() {
+            for &(oi, k) in slots {
+                let o = &self.out.options[w][oi as usize];
+                let k = i64::from(k);
+                let (f, l) = self.guard(w, o);
+                fallback = fallback.saturating_add(i64::from(f).saturating_mul(k));
+                latency = latency.saturating_add(l.saturating_mul(k));
+                cost = cost.saturating_add(self.cost(w, o).saturating_mul(k));
+            }
+        }
+        Outcome {
+            placed: self.assignment_tally(),
+            fallback: Reverse(fallback),
+            latency: Reverse(latency),
+            cost: Reverse(cost),
+        }
+    }
+
+    /// Orders the workloads for `construction`; among equals, the order they are in (the
+    /// first construction's, [`Assigner::new`]).
+    fn sort_for(&mut self, construction: Construction) {
+        let ir = self.ir;
+        let by_class = |a: u32, b: u32| {
+            ir.workloads[b as usize]
+                .class
+                .cmp(&ir.workloads[a as usize].class)
+        };
+        match construction {
+            Construction::Constrained => {}
+            Construction::LargestFirst => {
+                let size = |w: u32| {
+                    let wl = &ir.workloads[w as usize];
+                    (gpu_units(wl), wl.resources.cpu_millis, wl.resources.memory)
+                };
+                self.out
+                    .order
+                    .sort_by(|&a, &b| by_class(a, b).then(size(b).cmp(&size(a))));
+            }
+            Construction::GpuDenseFirst => {
+                // The estate's totals, at least 1 (an estate without any is all ties).
+                let total = |values: &mut dyn Iterator<Item = f64>| values.sum::<f64>().max(1.0);
+                let cpu = total(&mut ir.targets.iter().map(|t| t.cpu_millis as f64));
+                let memory = total(&mut ir.targets.iter().map(|t| t.memory as f64));
+                let units = total(&mut self.index.pools.iter().map(|p| f64::from(p.units)));
+                let density = |w: u32| {
+                    let wl = &ir.workloads[w as usize];
+                    let gpus = f64::from(gpu_units(wl)) / units;
+                    let rest =
+                        wl.resources.cpu_millis as f64 / cpu + wl.resources.memory as f64 / memory;
+                    gpus / rest.max(f64::MIN_POSITIVE)
+                };
+                self.out
+                    .order
+                    .sort_by(|&a, &b| by_class(a, b).then(density(b).total_cmp(&density(a))));
+            }
+        }
     }
 
     /// Ends the search where every rejection the plan gives is true: no workload left short
@@ -748,10 +866,15 @@ impl Assigner<'_> {
     }
 
     /// What makes two workloads' options full alike: the same list (hence the same GPUs per
-    /// replica) and the same CPU and memory per replica.
-    fn demand_key(&self, w: usize) -> (*const Opt, u64, u64) {
+    /// replica; the list's address, as a number, names it) and the same CPU and memory per
+    /// replica.
+    fn demand_key(&self, w: usize) -> (usize, u64, u64) {
         let r = &self.ir.workloads[w].resources;
-        (self.out.options[w].as_ptr(), r.cpu_millis, r.memory)
+        (
+            self.out.options[w].as_ptr() as usize,
+            r.cpu_millis,
+            r.memory,
+        )
     }
 
     /// The first option of `w` at or after `from` whose pool and target have room for one
