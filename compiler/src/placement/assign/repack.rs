@@ -10,13 +10,14 @@
 //! workload at a time) nor the trades (one holder at a time) undo a whole class's order.
 //!
 //! The repack takes off every replica of the first class left short and of every class
-//! below it, places them again class by class, each class's workloads by GPU units per
-//! replica (fewest first: the classic order for packing the most items), then their
-//! permitted targets and the greedy's order, and runs the repair and trades again. It is kept
-//! only when the replicas placed per class improve lexicographically (the first class that
-//! changes gains); otherwise the assignment is restored exactly. Classes above the first one
-//! short are never touched, so a class never places fewer than before. Deterministic: every
-//! order ends in the greedy's order, which ends in workload indices.
+//! below it, places them again class by class, each class's workloads smallest first (the
+//! classic order for packing the most items; two measures of size, [`Size`], each tried from
+//! the same start), among equals in the greedy's order, and runs the repair and trades again.
+//! The better attempt is kept only when the replicas placed per class improve
+//! lexicographically (the first class that changes gains); otherwise the assignment is
+//! restored exactly. The classes above the first one short keep every replica (the repair may
+//! move them, as always), so no class places fewer than before. Deterministic: every order
+//! ends in the greedy's order, which ends in workload indices.
 //!
 //! Where to repack is not obvious: right after the first repair, or after the cost passes
 //! (whose later repairs start from other states). `Assigner::run` does both ways on an
