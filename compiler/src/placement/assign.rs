@@ -703,10 +703,13 @@ impl Assigner<'_> {
 
     /// Whether some workload of `order` is short of replicas and has options.
     fn short_workload(&self, order: &[u32]) -> bool {
-        order.iter().any(|&w| {
-            let w = w as usize;
-            self.out.placed(w) < self.ir.workloads[w].replicas && !self.out.options[w].is_empty()
-        })
+        order.iter().any(|&w| self.is_short(w as usize))
+    }
+
+    /// Whether workload `w` has fewer replicas placed than it asks for, and options where
+    /// more could go.
+    fn is_short(&self, w: usize) -> bool {
+        self.out.placed(w) < self.ir.workloads[w].replicas && !self.out.options[w].is_empty()
     }
 
     /// How good the assignment is, greater is better: replicas placed per class (highest

@@ -308,10 +308,7 @@ impl Assigner<'_> {
 
     /// Runs the overflow search over the whole assignment and the replicas still missing.
     pub(super) fn relax(&mut self, order: &[u32]) -> SearchOutcome {
-        if !order.iter().any(|&w| {
-            let w = w as usize;
-            self.out.placed(w) < self.ir.workloads[w].replicas && !self.out.options[w].is_empty()
-        }) {
+        if !self.short_workload(order) {
             return SearchOutcome::Unchanged;
         }
         let mut s = self.relaxed();

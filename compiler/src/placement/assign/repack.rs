@@ -65,11 +65,7 @@ impl Assigner<'_> {
         let class_of = |a: &Self, w: u32| class_slot(a.ir.workloads[w as usize].class);
         let Some(first) = order
             .iter()
-            .filter(|&&w| {
-                let w = w as usize;
-                self.out.placed(w) < self.ir.workloads[w].replicas
-                    && !self.out.options[w].is_empty()
-            })
+            .filter(|&&w| self.is_short(w as usize))
             .map(|&w| class_of(self, w))
             .min()
         else {
