@@ -59,6 +59,7 @@ use std::sync::Arc;
 
 mod chain;
 mod exchange;
+mod recreate;
 mod relax;
 mod repack;
 
@@ -483,6 +484,9 @@ pub fn assign(
     if let Some(best) = best {
         a = best;
     }
+    let order = a.out.order.clone();
+    a.ruin_and_recreate(&order);
+    a.settle(&order);
     a.out
 }
 
