@@ -435,3 +435,59 @@ impl Assigner<'_> {
         c
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Assigner, build_options};
+    use crate::placement::eligibility::EligibilityMatrix;
+    use crate::placement::index::EstateIndex;
+    use crate::placement::policy::PolicyContext;
+    use crate::testing::ir::IrBuilder;
+
+    #[test]
+    fn the_exact_recreate_finds_the_packing_the_greedy_misses() {
+        // `cheap` has 4 GPUs but 4 CPUs. Largest first, the greedy puts `big` (2 GPUs, 4
+        // CPUs) on `cheap`, whose CPUs it then takes with 2 GPUs idle, and the three replicas
+        // of `small` (1 GPU, 1 CPU) on `dear`: 2 cheap GPU hours and 3 dear ones. The branch
+        // and bound puts the three small ones on `cheap` and `big` on `dear`: 3 and 2.
+        let g = 1 << 30;
+        let ir = IrBuilder::new()
+            .workload("big", |w| w.gpu(2).cpu_mem(4, g))
+            .workload("small", |w| w.gpu(1).cpu_mem(1, g).replicas(3))
+            .target("cheap", |t| {
+                t.pool("l4", "L4", 4).gpu_hour("1.00").cpu_mem(4, 64 * g)
+            })
+            .target("dear", |t| {
+                t.pool("l4", "L4", 8).gpu_hour("3.00").cpu_mem(64, 64 * g)
+            })
+            .build();
+        let index = EstateIndex::build(&ir);
+        let mut matrix = EligibilityMatrix::compute(&ir, &index);
+        let at: jiff::Timestamp = "2025-06-04T10:00:00Z".parse().unwrap_or_default();
+        let policy = PolicyContext::new(&ir, at);
+        policy.apply(&ir, &index, &mut matrix);
+        let options = build_options(&ir, &index, &matrix, &policy);
+        let mut a = Assigner::new(&ir, &index, &policy, options);
+        let mut again = vec![1, 1, 1, 0];
+        a.sort_for_recreate(&mut again);
+        assert_eq!(again, [0, 1, 1, 1], "largest first");
+        let target = |a: &Assigner<'_>, (w, oi): (usize, usize)| {
+            ir.targets[a.out.options[w][oi].target as usize]
+                .name
+                .clone()
+        };
+        let placed = |a: &Assigner<'_>, picks: Vec<(usize, usize)>| -> Vec<String> {
+            picks.into_iter().map(|p| target(a, p)).collect()
+        };
+        // The first dive alone (a node per replica, and the leaf) is the greedy's.
+        let dive = a.recreate_exact(&again, again.len() + 1);
+        assert_eq!(placed(&a, dive), ["cheap", "dear", "dear", "dear"]);
+        let exact = a.recreate_exact(&again, 1_000);
+        assert_eq!(placed(&a, exact), ["dear", "cheap", "cheap", "cheap"]);
+        assert_eq!(
+            a.out.placed(0) + a.out.placed(1),
+            0,
+            "the assignment is as it was"
+        );
+    }
+}
