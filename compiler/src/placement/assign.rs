@@ -48,7 +48,9 @@
 // path; the property tests and planted estates run it over generated estates.
 #![allow(clippy::indexing_slicing)]
 
-use super::eligibility::{EligibilityMatrix, NO_VARIANT, PoolFit, cpu_variant, gpu_units};
+use super::eligibility::{
+    EligibilityMatrix, NO_VARIANT, PoolFit, cpu_variant, gpu_units, replica_size,
+};
 use super::index::EstateIndex;
 use super::policy::PolicyContext;
 use crate::ir::{Ir, Money, Preference, WorkloadClass};
@@ -485,8 +487,10 @@ pub fn assign(
         a = best;
     }
     let order = a.out.order.clone();
-    a.ruin_and_recreate(&order);
-    a.settle(&order);
+    // Every run ended settled; only a search that changed the assignment needs it again.
+    if a.ruin_and_recreate(&order) {
+        a.settle(&order);
+    }
     a.out
 }
 
@@ -724,12 +728,11 @@ impl Assigner<'_> {
         let (mut fallback, mut latency, mut cost) = (0i64, 0i64, 0i64);
         for (w, slots) in self.out.slots.iter().enumerate() {
             for &(oi, k) in slots {
-                let o = &self.out.options[w][oi as usize];
+                let (f, l, c) = self.terms(w, &self.out.options[w][oi as usize]);
                 let k = i64::from(k);
-                let (f, l) = self.guard(w, o);
-                fallback = fallback.saturating_add(i64::from(f).saturating_mul(k));
+                fallback = fallback.saturating_add(f.saturating_mul(k));
                 latency = latency.saturating_add(l.saturating_mul(k));
-                cost = cost.saturating_add(self.cost(w, o).saturating_mul(k));
+                cost = cost.saturating_add(c.saturating_mul(k));
             }
         }
         Outcome {
@@ -752,10 +755,7 @@ impl Assigner<'_> {
         match construction {
             Construction::Constrained => {}
             Construction::LargestFirst => {
-                let size = |w: u32| {
-                    let wl = &ir.workloads[w as usize];
-                    (gpu_units(wl), wl.resources.cpu_millis, wl.resources.memory)
-                };
+                let size = |w: u32| replica_size(&ir.workloads[w as usize]);
                 self.out
                     .order
                     .sort_by(|&a, &b| by_class(a, b).then(size(b).cmp(&size(a))));
@@ -1280,6 +1280,14 @@ impl Assigner<'_> {
             0
         };
         (o.fallback, latency)
+    }
+
+    /// What one replica of `w` on `o` adds to [`Assigner::outcome`]'s sums, each lower being
+    /// better: its fallback position, its data latency where latency ranks first, and its
+    /// cost per day.
+    fn terms(&self, w: usize, o: &Opt) -> (i64, i64, i64) {
+        let (fallback, latency) = self.guard(w, o);
+        (i64::from(fallback), latency, self.cost(w, o))
     }
 
     /// Moves replicas of `w` to better options whose pool or target is full, by moving other

@@ -557,6 +557,12 @@ pub fn gpu_units(w: &Workload) -> u32 {
     }
 }
 
+/// One replica's size, the key largest-first orders compare: GPU units, then CPU
+/// millicores, then memory.
+pub fn replica_size(w: &Workload) -> (u32, u64, u64) {
+    (gpu_units(w), w.resources.cpu_millis, w.resources.memory)
+}
+
 /// The variant a workload without GPUs uses: the first that names no accelerators.
 pub fn cpu_variant(ir: &Ir, w: &Workload) -> Option<u16> {
     let model = ir.models.get(w.model?.index())?;

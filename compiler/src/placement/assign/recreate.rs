@@ -38,7 +38,7 @@
 
 use super::Assigner;
 use super::chain::{Step, class_slot};
-use crate::placement::eligibility::gpu_units;
+use crate::placement::eligibility::replica_size;
 use crate::splitmix::SplitMix64;
 
 /// Estates of more workloads than this are not searched (nor the three constructions run,
@@ -224,17 +224,20 @@ impl Assigner<'_> {
     /// The targets one round ruins: a placed replica's, drawn at random, then targets of
     /// better-ranked options of replicas on the targets chosen so far.
     fn pick_ruin(&self, rng: &mut SplitMix64) -> Vec<u32> {
-        let placed: Vec<(usize, u32)> = self
-            .out
-            .slots
-            .iter()
-            .enumerate()
-            .flat_map(|(w, s)| s.iter().map(move |&(oi, _)| (w, oi)))
-            .collect();
-        if placed.is_empty() {
+        let placed = || {
+            self.out
+                .slots
+                .iter()
+                .enumerate()
+                .flat_map(|(w, s)| s.iter().map(move |&(oi, _)| (w, oi)))
+        };
+        let count = placed().count();
+        if count == 0 {
             return Vec::new();
         }
-        let (w, oi) = placed[(rng.next() % placed.len() as u64) as usize];
+        let Some((w, oi)) = placed().nth((rng.next() % count as u64) as usize) else {
+            return Vec::new();
+        };
         let mut ruined = vec![self.out.options[w][oi as usize].target];
         let want = 2 + rng.next() % (RUIN_TARGETS - 1);
         for _ in 0..want * 4 {
@@ -282,11 +285,8 @@ impl Assigner<'_> {
         keyed.sort_by(|&(ka, a), &(kb, b)| {
             let (wa, wb) = (&ir.workloads[a as usize], &ir.workloads[b as usize]);
             let by_class = wb.class.cmp(&wa.class);
-            let size = |wl: &crate::ir::Workload| {
-                (gpu_units(wl), wl.resources.cpu_millis, wl.resources.memory)
-            };
             let by_size = if largest {
-                size(wb).cmp(&size(wa))
+                replica_size(wb).cmp(&replica_size(wa))
             } else {
                 std::cmp::Ordering::Equal
             };
@@ -305,7 +305,7 @@ impl Assigner<'_> {
             let wl = &ir.workloads[w as usize];
             (
                 std::cmp::Reverse(wl.class),
-                std::cmp::Reverse((gpu_units(wl), wl.resources.cpu_millis, wl.resources.memory)),
+                std::cmp::Reverse(replica_size(wl)),
                 w,
             )
         });
@@ -409,11 +409,11 @@ impl Assigner<'_> {
 
     /// What one replica of `w` on `o` adds to a recreate's score.
     fn score(&self, w: usize, o: &super::Opt) -> Score {
-        let (f, l) = self.guard(w, o);
+        let (fallback, latency, cost) = self.terms(w, o);
         let mut s = [0; SCORE];
-        s[4] = i64::from(f);
-        s[5] = l;
-        s[6] = self.cost(w, o);
+        s[4] = fallback;
+        s[5] = latency;
+        s[6] = cost;
         s
     }
 
@@ -425,12 +425,11 @@ impl Assigner<'_> {
                 Step::Placed(w, oi) => (w as usize, oi as usize, 1),
                 Step::Removed(w, oi) => (w as usize, oi as usize, -1),
             };
-            let o = &self.out.options[w][oi];
-            let (f, l) = self.guard(w, o);
+            let (fallback, latency, cost) = self.terms(w, &self.out.options[w][oi]);
             c.placed[class_slot(self.ir.workloads[w].class)] += sign;
-            c.fallback += sign * i64::from(f);
-            c.latency += sign * l;
-            c.cost += sign * self.cost(w, o);
+            c.fallback += sign * fallback;
+            c.latency += sign * latency;
+            c.cost += sign * cost;
         }
         c
     }
