@@ -26,7 +26,13 @@
 //!
 //! The targets ruined together: the target of a replica drawn at random, then targets where
 //! a replica taken off would rather be (a better-ranked option of its workload), so the ruin
-//! opens the room a coordinated move needs. This is the *ruin and recreate* method of
+//! opens the room a coordinated move needs.
+//!
+//! Where a class is left short, more of its replicas fit only when the higher classes'
+//! replicas are packed differently, so the search turns to counts: every fourth round's ruin
+//! starts at a target of a short workload of the highest short class, every other round of
+//! each recreate places a short class smallest first (the most replicas fit), and the branch
+//! and bound may visit [`RECREATE_NODES_SHORT`] nodes. This is the *ruin and recreate* method of
 //! Schrimpf et al. (2000), the large-neighbourhood search (Shaw, 1998) of vehicle routing and
 //! bin packing. Randomness comes from a fixed-seed [`SplitMix64`]; the rounds are counted,
 //! never timed, and the search stops after [`PATIENCE`] rounds without a gain, so the result
@@ -50,8 +56,10 @@ const ROUNDS_PER_WORKLOAD: usize = 30;
 const ROUNDS_MAX: usize = 6_000;
 /// Rounds in a row that make nothing better before the search stops.
 const PATIENCE: usize = 1_000;
-/// Nodes one branch-and-bound recreate may visit.
+/// Nodes one branch-and-bound recreate may visit, and where a class is left short (a count
+/// to raise, which needs the higher classes' replicas packed differently: deeper search).
 const RECREATE_NODES: usize = 1_000;
+const RECREATE_NODES_SHORT: usize = 10_000;
 /// Targets one round ruins, at most.
 const RUIN_TARGETS: u64 = 4;
 
@@ -139,18 +147,31 @@ impl Assigner<'_> {
             if since_better > PATIENCE {
                 break;
             }
-            let ruined = self.pick_ruin(&mut rng);
+            // Where a class is left short, the search is for room for more of its replicas:
+            // every fourth round ruins around a short workload of the highest such class,
+            // every other round of each recreate places a short class smallest first, and the
+            // branch and bound may visit more nodes.
+            let short = self.short_classes();
+            let highest_short = short.iter().position(|&s| s);
+            let seed = highest_short.filter(|_| round % 4 == 3);
+            let ruined = self.pick_ruin(&mut rng, seed);
             if ruined.is_empty() {
                 break;
             }
+            let smallest_first = if round % 4 >= 2 { short } else { [false; 4] };
+            let nodes = if highest_short.is_some() {
+                RECREATE_NODES_SHORT
+            } else {
+                RECREATE_NODES
+            };
             let mut again = self.ruin(&ruined, order);
             if round % 2 == 1 {
-                self.sort_for_recreate(&mut again);
-                for (w, oi) in self.recreate_exact(&again, RECREATE_NODES) {
+                self.sort_for_recreate(&mut again, smallest_first);
+                for (w, oi) in self.recreate_exact(&again, nodes) {
                     self.j_place(w, oi);
                 }
             } else {
-                self.recreate_order(&mut again, &mut rng);
+                self.recreate_order(&mut again, smallest_first, &mut rng);
                 for w in again {
                     let w = w as usize;
                     if self.out.cap_block(self.ir, self.policy, w).is_some() {
@@ -221,9 +242,23 @@ impl Assigner<'_> {
         again
     }
 
-    /// The targets one round ruins: a placed replica's, drawn at random, then targets of
-    /// better-ranked options of replicas on the targets chosen so far.
-    fn pick_ruin(&self, rng: &mut SplitMix64) -> Vec<u32> {
+    /// The targets one round ruins: a placed replica's, drawn at random — or, with `seed`
+    /// (a [`class_slot`]), a target of a workload of that class left short, both drawn at
+    /// random — then targets of better-ranked options of replicas on the targets chosen so
+    /// far.
+    fn pick_ruin(&self, rng: &mut SplitMix64, seed: Option<usize>) -> Vec<u32> {
+        let short: Vec<usize> = match seed {
+            Some(slot) => (0..self.ir.workloads.len())
+                .filter(|&w| self.is_short(w) && class_slot(self.ir.workloads[w].class) == slot)
+                .collect(),
+            None => Vec::new(),
+        };
+        if !short.is_empty() {
+            let w = short[(rng.next() % short.len() as u64) as usize];
+            let options = &self.out.options[w];
+            let first = options[(rng.next() % options.len() as u64) as usize].target;
+            return self.grow_ruin(first, rng);
+        }
         let placed = || {
             self.out
                 .slots
@@ -238,7 +273,13 @@ impl Assigner<'_> {
         let Some((w, oi)) = placed().nth((rng.next() % count as u64) as usize) else {
             return Vec::new();
         };
-        let mut ruined = vec![self.out.options[w][oi as usize].target];
+        self.grow_ruin(self.out.options[w][oi as usize].target, rng)
+    }
+
+    /// The targets one round ruins from `first`: then targets of better-ranked options of
+    /// replicas on the targets chosen so far, 2 to [`RUIN_TARGETS`] in all.
+    fn grow_ruin(&self, first: u32, rng: &mut SplitMix64) -> Vec<u32> {
+        let mut ruined = vec![first];
         let want = 2 + rng.next() % (RUIN_TARGETS - 1);
         for _ in 0..want * 4 {
             if ruined.len() as u64 >= want {
@@ -275,9 +316,22 @@ impl Assigner<'_> {
         ruined
     }
 
-    /// Orders the replicas to place again: highest class first; within a class, largest
-    /// first (GPU units, then CPU, then memory) or shuffled, as the round draws.
-    fn recreate_order(&self, again: &mut [u32], rng: &mut SplitMix64) {
+    /// Per class ([`class_slot`]), whether a workload of it with options is short: there
+    /// the recreates place the smallest replicas first, which fits the most of them.
+    fn short_classes(&self) -> [bool; 4] {
+        let mut short = [false; 4];
+        for w in 0..self.ir.workloads.len() {
+            if self.is_short(w) {
+                short[class_slot(self.ir.workloads[w].class)] = true;
+            }
+        }
+        short
+    }
+
+    /// Orders the replicas to place again: highest class first; within a class left short
+    /// (`short`), smallest first (GPU units, then CPU, then memory: the most replicas fit);
+    /// within any other, largest first or shuffled, as the round draws.
+    fn recreate_order(&self, again: &mut [u32], short: [bool; 4], rng: &mut SplitMix64) {
         let ir = self.ir;
         let keys: Vec<u64> = again.iter().map(|_| rng.next()).collect();
         let mut keyed: Vec<(u64, u32)> = keys.into_iter().zip(again.iter().copied()).collect();
@@ -285,7 +339,9 @@ impl Assigner<'_> {
         keyed.sort_by(|&(ka, a), &(kb, b)| {
             let (wa, wb) = (&ir.workloads[a as usize], &ir.workloads[b as usize]);
             let by_class = wb.class.cmp(&wa.class);
-            let by_size = if largest {
+            let by_size = if short[class_slot(wa.class)] {
+                replica_size(wa).cmp(&replica_size(wb))
+            } else if largest {
                 replica_size(wb).cmp(&replica_size(wa))
             } else {
                 std::cmp::Ordering::Equal
@@ -298,16 +354,18 @@ impl Assigner<'_> {
     }
 
     /// Orders replicas to place again for [`Self::recreate_exact`]: highest class first, then
-    /// largest, then by workload (a workload's replicas side by side).
-    fn sort_for_recreate(&self, again: &mut [u32]) {
+    /// largest — smallest within a class left short (`short`) — then by workload (a
+    /// workload's replicas side by side).
+    fn sort_for_recreate(&self, again: &mut [u32], short: [bool; 4]) {
         let ir = self.ir;
-        again.sort_by_key(|&w| {
-            let wl = &ir.workloads[w as usize];
-            (
-                std::cmp::Reverse(wl.class),
-                std::cmp::Reverse(replica_size(wl)),
-                w,
-            )
+        again.sort_by(|&a, &b| {
+            let (wa, wb) = (&ir.workloads[a as usize], &ir.workloads[b as usize]);
+            let by_size = if short[class_slot(wa.class)] {
+                replica_size(wa).cmp(&replica_size(wb))
+            } else {
+                replica_size(wb).cmp(&replica_size(wa))
+            };
+            wb.class.cmp(&wa.class).then(by_size).then(a.cmp(&b))
         });
     }
 
@@ -468,7 +526,7 @@ mod tests {
         let options = build_options(&ir, &index, &matrix, &policy);
         let mut a = Assigner::new(&ir, &index, &policy, options);
         let mut again = vec![1, 1, 1, 0];
-        a.sort_for_recreate(&mut again);
+        a.sort_for_recreate(&mut again, [false; 4]);
         assert_eq!(again, [0, 1, 1, 1], "largest first");
         let target = |a: &Assigner<'_>, (w, oi): (usize, usize)| {
             ir.targets[a.out.options[w][oi].target as usize]
