@@ -56,9 +56,10 @@ const ROUNDS_PER_WORKLOAD: usize = 30;
 const ROUNDS_MAX: usize = 6_000;
 /// Rounds in a row that make nothing better before the search stops.
 const PATIENCE: usize = 1_000;
-/// Nodes one branch-and-bound recreate may visit, and where a class is left short (a count
-/// to raise, which needs the higher classes' replicas packed differently: deeper search).
+/// Nodes one branch-and-bound recreate may visit.
 const RECREATE_NODES: usize = 1_000;
+/// Nodes it may visit while a class is left short: a count to raise needs the higher
+/// classes' replicas packed differently, a deeper search.
 const RECREATE_NODES_SHORT: usize = 10_000;
 /// Targets one round ruins, at most.
 const RUIN_TARGETS: u64 = 4;
