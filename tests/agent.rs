@@ -303,6 +303,27 @@ impl Drop for AgentProc {
     }
 }
 
+/// A refused fetch leaves nothing in `partial`. The agent tries a blocked workload's fetch
+/// again every reconcile (the source may be mended), so one may be under way at any
+/// moment: what must hold is that the folder is empty between two tries, within 10 s. A
+/// fetch that kept its bytes would leave it never empty.
+fn assert_nothing_half_kept(partial: &Path) {
+    let entries = || -> Vec<_> {
+        std::fs::read_dir(partial)
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default()
+    };
+    let start = Instant::now();
+    while !entries().is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "left half fetched between tries: {:?}",
+            entries()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
     loop {
@@ -938,10 +959,7 @@ fn a_new_model_whose_layer_lies_never_replaces_the_running_one() {
     let cache = state.join("cache");
     assert!(cache.join("oci").join(&old_digest[7..]).is_dir());
     assert!(!cache.join("oci").join(&new_digest[7..]).exists());
-    let partial: Vec<_> = std::fs::read_dir(cache.join("partial"))
-        .map(|d| d.flatten().map(|e| e.file_name()).collect())
-        .unwrap_or_default();
-    assert!(partial.is_empty(), "nothing half fetched: {partial:?}");
+    assert_nothing_half_kept(&cache.join("partial"));
     assert_eq!(status["cache"]["artifacts"], 1, "{status}");
     let mut cursor = 0;
     let events = drain_telemetry(&agent, &mut cursor);
@@ -2203,11 +2221,7 @@ fn an_artifact_larger_than_the_cache_budget_is_not_downloaded_past_it() {
         "{reason}"
     );
     // Nothing of it is kept: no partial download waits to be resumed.
-    let partial = state.join("cache").join("partial");
-    let left: Vec<_> = std::fs::read_dir(&partial)
-        .map(|d| d.map(|e| e.expect("entry").path()).collect())
-        .unwrap_or_default();
-    assert!(left.is_empty(), "{left:?}");
+    assert_nothing_half_kept(&state.join("cache").join("partial"));
 }
 
 /// `/metrics` of a running agent, parsed by the Prometheus project's own text-format parser
