@@ -29,7 +29,8 @@
 //! opens the room a coordinated move needs.
 //!
 //! Where a class is left short, more of its replicas fit only when the higher classes'
-//! replicas are packed differently, so the search turns to counts: every fourth round's ruin
+//! replicas are packed differently (a workload its quota holds back is not counted: no
+//! packing frees a quota), so the search turns to counts: every fourth round's ruin
 //! starts at a target of a short workload of the highest short class, every other round of
 //! each recreate places a short class smallest first (the most replicas fit), and the branch
 //! and bound may visit [`RECREATE_NODES_SHORT`] nodes. This is the *ruin and recreate* method of
@@ -44,6 +45,7 @@
 
 use super::Assigner;
 use super::chain::{Step, class_slot};
+use crate::ir::Workload;
 use crate::placement::eligibility::replica_size;
 use crate::splitmix::SplitMix64;
 
@@ -70,6 +72,16 @@ const SCORE: usize = 7;
 type Score = [i64; SCORE];
 /// The pick of a replica left out.
 const LEFT_OUT: usize = usize::MAX;
+
+/// Two workloads' replicas by size ([`replica_size`]): smallest first where
+/// `smallest_first` (in a class left short: the most replicas fit), else largest first.
+fn by_size(a: &Workload, b: &Workload, smallest_first: bool) -> std::cmp::Ordering {
+    if smallest_first {
+        replica_size(a).cmp(&replica_size(b))
+    } else {
+        replica_size(b).cmp(&replica_size(a))
+    }
+}
 
 fn add(a: &Score, b: &Score) -> Score {
     std::array::from_fn(|k| a[k].saturating_add(b[k]))
@@ -143,6 +155,7 @@ impl Assigner<'_> {
         let (mut better, mut since_better) = (false, 0);
         let start = self.out.slots.clone();
         self.journal.clear();
+        let mut highest_short = Vec::new();
         for round in 0..rounds {
             since_better += 1;
             if since_better > PATIENCE {
@@ -152,15 +165,14 @@ impl Assigner<'_> {
             // every fourth round ruins around a short workload of the highest such class,
             // every other round of each recreate places a short class smallest first, and the
             // branch and bound may visit more nodes.
-            let short = self.short_classes();
-            let highest_short = short.iter().position(|&s| s);
-            let seed = highest_short.filter(|_| round % 4 == 3);
+            let short = self.short_classes(&mut highest_short);
+            let seed = (round % 4 == 3 && !highest_short.is_empty()).then_some(&highest_short[..]);
             let ruined = self.pick_ruin(&mut rng, seed);
             if ruined.is_empty() {
                 break;
             }
             let smallest_first = if round % 4 >= 2 { short } else { [false; 4] };
-            let nodes = if highest_short.is_some() {
+            let nodes = if !highest_short.is_empty() {
                 RECREATE_NODES_SHORT
             } else {
                 RECREATE_NODES
@@ -244,18 +256,11 @@ impl Assigner<'_> {
     }
 
     /// The targets one round ruins: a placed replica's, drawn at random — or, with `seed`
-    /// (a [`class_slot`]), a target of a workload of that class left short, both drawn at
-    /// random — then targets of better-ranked options of replicas on the targets chosen so
-    /// far.
-    fn pick_ruin(&self, rng: &mut SplitMix64, seed: Option<usize>) -> Vec<u32> {
-        let short: Vec<usize> = match seed {
-            Some(slot) => (0..self.ir.workloads.len())
-                .filter(|&w| self.is_short(w) && class_slot(self.ir.workloads[w].class) == slot)
-                .collect(),
-            None => Vec::new(),
-        };
-        if !short.is_empty() {
-            let w = short[(rng.next() % short.len() as u64) as usize];
+    /// (short workloads, each with options), a target of one of them, both drawn at random —
+    /// then targets of better-ranked options of replicas on the targets chosen so far.
+    fn pick_ruin(&self, rng: &mut SplitMix64, seed: Option<&[u32]>) -> Vec<u32> {
+        if let Some(short) = seed.filter(|s| !s.is_empty()) {
+            let w = short[(rng.next() % short.len() as u64) as usize] as usize;
             let options = &self.out.options[w];
             let first = options[(rng.next() % options.len() as u64) as usize].target;
             return self.grow_ruin(first, rng);
@@ -317,13 +322,26 @@ impl Assigner<'_> {
         ruined
     }
 
-    /// Per class ([`class_slot`]), whether a workload of it with options is short: there
-    /// the recreates place the smallest replicas first, which fits the most of them.
-    fn short_classes(&self) -> [bool; 4] {
-        let mut short = [false; 4];
+    /// Per class ([`class_slot`]), whether a workload of it is short where a packing could
+    /// help — fewer replicas placed than asked, options, and no cap (quota, limit) that one
+    /// more replica would exceed — and, into `highest`, those of the highest such class: there
+    /// the recreates place the smallest replicas first, which fits the most of them, and the
+    /// seeded ruins start at one of `highest`.
+    fn short_classes(&self, highest: &mut Vec<u32>) -> [bool; 4] {
+        let (mut short, mut highest_slot) = ([false; 4], 4);
+        highest.clear();
         for w in 0..self.ir.workloads.len() {
-            if self.is_short(w) {
-                short[class_slot(self.ir.workloads[w].class)] = true;
+            if !self.is_short(w) || self.out.cap_block(self.ir, self.policy, w).is_some() {
+                continue;
+            }
+            let slot = class_slot(self.ir.workloads[w].class);
+            short[slot] = true;
+            if slot < highest_slot {
+                highest_slot = slot;
+                highest.clear();
+            }
+            if slot == highest_slot {
+                highest.push(w as u32);
             }
         }
         short
@@ -340,10 +358,8 @@ impl Assigner<'_> {
         keyed.sort_by(|&(ka, a), &(kb, b)| {
             let (wa, wb) = (&ir.workloads[a as usize], &ir.workloads[b as usize]);
             let by_class = wb.class.cmp(&wa.class);
-            let by_size = if short[class_slot(wa.class)] {
-                replica_size(wa).cmp(&replica_size(wb))
-            } else if largest {
-                replica_size(wb).cmp(&replica_size(wa))
+            let by_size = if short[class_slot(wa.class)] || largest {
+                by_size(wa, wb, short[class_slot(wa.class)])
             } else {
                 std::cmp::Ordering::Equal
             };
@@ -361,11 +377,7 @@ impl Assigner<'_> {
         let ir = self.ir;
         again.sort_by(|&a, &b| {
             let (wa, wb) = (&ir.workloads[a as usize], &ir.workloads[b as usize]);
-            let by_size = if short[class_slot(wa.class)] {
-                replica_size(wa).cmp(&replica_size(wb))
-            } else {
-                replica_size(wb).cmp(&replica_size(wa))
-            };
+            let by_size = by_size(wa, wb, short[class_slot(wa.class)]);
             wb.class.cmp(&wa.class).then(by_size).then(a.cmp(&b))
         });
     }
@@ -497,10 +509,23 @@ impl Assigner<'_> {
 #[cfg(test)]
 mod tests {
     use super::super::{Assigner, build_options};
+    use super::class_slot;
+    use crate::ir::{Ir, WorkloadClass};
     use crate::placement::eligibility::EligibilityMatrix;
     use crate::placement::index::EstateIndex;
     use crate::placement::policy::PolicyContext;
     use crate::testing::ir::IrBuilder;
+
+    /// Runs `f` on a fresh assigner of `ir`, its policy evaluated at a fixed instant.
+    fn with_assigner(ir: &Ir, f: impl FnOnce(&mut Assigner<'_>)) {
+        let index = EstateIndex::build(ir);
+        let mut matrix = EligibilityMatrix::compute(ir, &index);
+        let at: jiff::Timestamp = "2025-06-04T10:00:00Z".parse().unwrap_or_default();
+        let policy = PolicyContext::new(ir, at);
+        policy.apply(ir, &index, &mut matrix);
+        let options = build_options(ir, &index, &matrix, &policy);
+        f(&mut Assigner::new(ir, &index, &policy, options));
+    }
 
     #[test]
     fn the_exact_recreate_finds_the_packing_the_greedy_misses() {
@@ -519,33 +544,84 @@ mod tests {
                 t.pool("l4", "L4", 8).gpu_hour("3.00").cpu_mem(64, 64 * g)
             })
             .build();
-        let index = EstateIndex::build(&ir);
-        let mut matrix = EligibilityMatrix::compute(&ir, &index);
-        let at: jiff::Timestamp = "2025-06-04T10:00:00Z".parse().unwrap_or_default();
-        let policy = PolicyContext::new(&ir, at);
-        policy.apply(&ir, &index, &mut matrix);
-        let options = build_options(&ir, &index, &matrix, &policy);
-        let mut a = Assigner::new(&ir, &index, &policy, options);
-        let mut again = vec![1, 1, 1, 0];
-        a.sort_for_recreate(&mut again, [false; 4]);
-        assert_eq!(again, [0, 1, 1, 1], "largest first");
-        let target = |a: &Assigner<'_>, (w, oi): (usize, usize)| {
-            ir.targets[a.out.options[w][oi].target as usize]
-                .name
-                .clone()
-        };
-        let placed = |a: &Assigner<'_>, picks: Vec<(usize, usize)>| -> Vec<String> {
-            picks.into_iter().map(|p| target(a, p)).collect()
-        };
-        // The first dive alone (a node per replica, and the leaf) is the greedy's.
-        let dive = a.recreate_exact(&again, again.len() + 1);
-        assert_eq!(placed(&a, dive), ["cheap", "dear", "dear", "dear"]);
-        let exact = a.recreate_exact(&again, 1_000);
-        assert_eq!(placed(&a, exact), ["dear", "cheap", "cheap", "cheap"]);
-        assert_eq!(
-            a.out.placed(0) + a.out.placed(1),
-            0,
-            "the assignment is as it was"
-        );
+        with_assigner(&ir, |a| {
+            let mut again = vec![1, 1, 1, 0];
+            a.sort_for_recreate(&mut again, [false; 4]);
+            assert_eq!(again, [0, 1, 1, 1], "largest first");
+            let target = |a: &Assigner<'_>, (w, oi): (usize, usize)| {
+                ir.targets[a.out.options[w][oi].target as usize]
+                    .name
+                    .clone()
+            };
+            let placed = |a: &Assigner<'_>, picks: Vec<(usize, usize)>| -> Vec<String> {
+                picks.into_iter().map(|p| target(a, p)).collect()
+            };
+            // The first dive alone (a node per replica, and the leaf) is the greedy's.
+            let dive = a.recreate_exact(&again, again.len() + 1);
+            assert_eq!(placed(a, dive), ["cheap", "dear", "dear", "dear"]);
+            let exact = a.recreate_exact(&again, 1_000);
+            assert_eq!(placed(a, exact), ["dear", "cheap", "cheap", "cheap"]);
+            assert_eq!(
+                a.out.placed(0) + a.out.placed(1),
+                0,
+                "the assignment is as it was"
+            );
+        });
+    }
+
+    #[test]
+    fn a_workload_held_back_by_its_quota_is_not_short_for_the_search() {
+        // Three workloads, each short of replicas on a 4-GPU pool: `capped` (production) only
+        // by its team's quota of 2 GPUs, which no packing lifts; `exp` (experiment) and `dev`
+        // (development) by room. The count rounds aim at the development class, the highest
+        // left short where a packing could help.
+        let g = 1 << 30;
+        let ir = IrBuilder::new()
+            .workload("capped", |w| {
+                w.gpu(1)
+                    .cpu_mem(1, g)
+                    .replicas(4)
+                    .team("research")
+                    .class(WorkloadClass::Production)
+            })
+            .workload("exp", |w| {
+                w.gpu(1)
+                    .cpu_mem(1, g)
+                    .replicas(2)
+                    .class(WorkloadClass::Experiment)
+            })
+            .workload("dev", |w| {
+                w.gpu(1)
+                    .cpu_mem(1, g)
+                    .replicas(2)
+                    .class(WorkloadClass::Development)
+            })
+            .target("site", |t| {
+                t.pool("l4", "L4", 4).gpu_hour("1.00").cpu_mem(64, 64 * g)
+            })
+            .quota("research", 2)
+            .build();
+        with_assigner(&ir, |a| {
+            for (w, n) in [(0, 2), (2, 1), (1, 1)] {
+                for _ in 0..n {
+                    a.place(w, 0);
+                }
+            }
+            assert!((0..3).all(|w| a.is_short(w)), "each has fewer than it asks");
+            let mut highest = Vec::new();
+            let short = a.short_classes(&mut highest);
+            assert_eq!(
+                highest,
+                [2],
+                "development, not the capped production workload"
+            );
+            let (production, development, experiment) = (
+                class_slot(WorkloadClass::Production),
+                class_slot(WorkloadClass::Development),
+                class_slot(WorkloadClass::Experiment),
+            );
+            assert!(!short[production]);
+            assert!(short[development] && short[experiment]);
+        });
     }
 }
