@@ -313,15 +313,9 @@ fn assert_nothing_half_kept(partial: &Path) {
             .map(|d| d.flatten().map(|e| e.file_name()).collect())
             .unwrap_or_default()
     };
-    let start = Instant::now();
-    while !entries().is_empty() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "left half fetched between tries: {:?}",
-            entries()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(Duration::from_secs(10), || {
+        entries().is_empty().then_some(())
+    });
 }
 
 fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {

@@ -1538,14 +1538,22 @@ impl Assignment {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::dense;
     use crate::testing::ir::{IrBuilder, money};
 
-    fn run(ir: &Ir) -> (EstateIndex, Assignment) {
+    /// What the assignment starts from: `ir`'s index, and its eligibility with the policy
+    /// applied at the tests' instant ([`dense::AT`]).
+    pub(super) fn prepared(ir: &Ir) -> (EstateIndex, EligibilityMatrix, PolicyContext) {
         let index = EstateIndex::build(ir);
         let mut m = EligibilityMatrix::compute(ir, &index);
-        let at: jiff::Timestamp = "2025-06-04T10:00:00Z".parse().unwrap_or_default();
+        let at: jiff::Timestamp = dense::AT.parse().unwrap_or_default();
         let p = PolicyContext::new(ir, at);
         p.apply(ir, &index, &mut m);
+        (index, m, p)
+    }
+
+    fn run(ir: &Ir) -> (EstateIndex, Assignment) {
+        let (index, m, p) = prepared(ir);
         let a = assign(ir, &index, &m, &p);
         (index, a)
     }
@@ -1564,13 +1572,9 @@ mod tests {
     /// policy (entitlements refusing accelerators, deny rules) included.
     #[test]
     fn shared_options_are_each_workloads_own() {
-        use crate::testing::{
-            dense,
-            ir::{EstateShape, estate},
-        };
+        use crate::testing::ir::{EstateShape, estate};
         let mut shape = dense::DenseShape::new(400, 40);
         shape.requirement_sets = 7;
-        let at: jiff::Timestamp = "2025-06-04T10:00:00Z".parse().unwrap_or_default();
         let estates = [
             dense::dense_ir(shape),
             estate(
@@ -1583,10 +1587,7 @@ mod tests {
         ];
         for (i, ir) in estates.iter().enumerate() {
             let ir = ir.clone();
-            let index = EstateIndex::build(&ir);
-            let mut m = EligibilityMatrix::compute(&ir, &index);
-            let p = PolicyContext::new(&ir, at);
-            p.apply(&ir, &index, &mut m);
+            let (index, m, p) = prepared(&ir);
             let shared = build_options(&ir, &index, &m, &p);
             let distinct: BTreeSet<*const Opt> = shared.iter().map(|o| o.as_ptr()).collect();
             if i == 0 {

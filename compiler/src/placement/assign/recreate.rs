@@ -166,7 +166,7 @@ impl Assigner<'_> {
             // every other round of each recreate places a short class smallest first, and the
             // branch and bound may visit more nodes.
             let short = self.short_classes(&mut highest_short);
-            let seed = (round % 4 == 3 && !highest_short.is_empty()).then_some(&highest_short[..]);
+            let seed = (round % 4 == 3).then_some(&highest_short[..]);
             let ruined = self.pick_ruin(&mut rng, seed);
             if ruined.is_empty() {
                 break;
@@ -255,9 +255,10 @@ impl Assigner<'_> {
         again
     }
 
-    /// The targets one round ruins: a placed replica's, drawn at random — or, with `seed`
-    /// (short workloads, each with options), a target of one of them, both drawn at random —
-    /// then targets of better-ranked options of replicas on the targets chosen so far.
+    /// The targets one round ruins: a placed replica's, drawn at random — or, with a
+    /// non-empty `seed` (short workloads, each with options), a target of one of them, both
+    /// drawn at random — then targets of better-ranked options of replicas on the targets
+    /// chosen so far.
     fn pick_ruin(&self, rng: &mut SplitMix64, seed: Option<&[u32]>) -> Vec<u32> {
         if let Some(short) = seed.filter(|s| !s.is_empty()) {
             let w = short[(rng.next() % short.len() as u64) as usize] as usize;
@@ -508,21 +509,15 @@ impl Assigner<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::prepared;
     use super::super::{Assigner, build_options};
     use super::class_slot;
     use crate::ir::{Ir, WorkloadClass};
-    use crate::placement::eligibility::EligibilityMatrix;
-    use crate::placement::index::EstateIndex;
-    use crate::placement::policy::PolicyContext;
     use crate::testing::ir::IrBuilder;
 
     /// Runs `f` on a fresh assigner of `ir`, its policy evaluated at a fixed instant.
     fn with_assigner(ir: &Ir, f: impl FnOnce(&mut Assigner<'_>)) {
-        let index = EstateIndex::build(ir);
-        let mut matrix = EligibilityMatrix::compute(ir, &index);
-        let at: jiff::Timestamp = "2025-06-04T10:00:00Z".parse().unwrap_or_default();
-        let policy = PolicyContext::new(ir, at);
-        policy.apply(ir, &index, &mut matrix);
+        let (index, matrix, policy) = prepared(ir);
         let options = build_options(ir, &index, &matrix, &policy);
         f(&mut Assigner::new(ir, &index, &policy, options));
     }
