@@ -43,10 +43,16 @@ fn example(name: &str) -> PathBuf {
 /// A temporary directory holding a copy of example `name` in `DIR/spec`, each file passed
 /// through `edit` (file name, text).
 fn copy_example(name: &str, edit: impl Fn(&str, String) -> String) -> tempfile::TempDir {
+    copy_spec(&example(name), edit)
+}
+
+/// A temporary directory holding a copy of the spec folder `from` in `DIR/spec`, as
+/// [`copy_example`] makes.
+fn copy_spec(from: &Path, edit: impl Fn(&str, String) -> String) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("temp dir");
     let spec = dir.path().join("spec");
     fs::create_dir(&spec).expect("spec dir");
-    for entry in fs::read_dir(example(name)).expect("example") {
+    for entry in fs::read_dir(from).expect("spec folder") {
         let path = entry.expect("entry").path();
         if path.extension().is_some_and(|e| e == "trust") {
             fs::copy(&path, spec.join(path.file_name().expect("name"))).expect("copy");
@@ -1380,6 +1386,61 @@ fn exact_plans_say_how_they_were_made() {
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     let out = berth(dir.path(), &["plan", "spec", "--exact-time-limit", "5"]);
     assert_eq!(code(&out), 2, "`--exact-time-limit` needs `--exact`");
+}
+
+/// Replicas placed per workload, by name, in a JSON plan.
+fn placed_per_workload(plan: &serde_json::Value) -> Vec<(String, u64)> {
+    plan["workloads"]
+        .as_array()
+        .expect("workloads")
+        .iter()
+        .map(|w| {
+            let placed = w["placements"]
+                .as_array()
+                .expect("placements")
+                .iter()
+                .map(|p| p["replicas"].as_u64().expect("replicas"))
+                .sum();
+            (w["workload"].as_str().expect("name").to_string(), placed)
+        })
+        .collect()
+}
+
+/// On an estate where the heuristic leaves out an experiment replica a MIP places
+/// (`bench/shapes`' `prodexp_w10_t4_s6_o130`, the compiler's `tests/exact.rs` fixture), the
+/// plain `berth plan` places every replica `berth plan --exact` places — HiGHS raises the
+/// heuristic's counts — and its plan verifies and is the same on a second run.
+#[test]
+fn the_default_plan_places_the_replica_the_heuristic_alone_leaves_out() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../compiler/tests/data/exact/prodexp_w10_t4_s6_o130");
+    let dir = copy_spec(&fixture, unchanged);
+    let at = "2025-06-04T10:00:00Z";
+    let plain = berth(dir.path(), &["plan", "spec", "--at", at, "-o", "plan.json"]);
+    assert_eq!(code(&plain), 1, "over-subscribed: {}", stderr(&plain));
+    let default = plan_json(dir.path());
+    let again = berth(
+        dir.path(),
+        &["--output", "json", "plan", "spec", "--at", at],
+    );
+    let again: serde_json::Value = serde_json::from_slice(&again.stdout).expect("a JSON plan");
+    assert_eq!(again, default, "the same plan on every run");
+    let out = berth(dir.path(), &["verify", "plan.json", "--spec", "spec"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = berth(
+        dir.path(),
+        &["--output", "json", "plan", "spec", "--at", at, "--exact"],
+    );
+    assert!(
+        stderr(&out).contains("exact: every stage solved to optimality (HiGHS)"),
+        "{}",
+        stderr(&out)
+    );
+    let exact: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON plan");
+    let total = |plan: &serde_json::Value| -> u64 {
+        placed_per_workload(plan).iter().map(|(_, n)| n).sum()
+    };
+    assert_eq!(total(&default), total(&exact));
 }
 
 /// `berth explain --exact` explains the exact plan, `berth plan --exact`'s, and says how it was

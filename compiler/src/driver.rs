@@ -229,7 +229,7 @@ pub fn plan_live(
         sources,
         at,
         live,
-        Assigner::Heuristic,
+        Assigner::DEFAULT,
         |_| None,
     )
     .map(|answered| answered.planned)
@@ -248,7 +248,7 @@ pub fn plan_ir(ir: &Ir, sources: &SourceMap, at: Timestamp) -> Result<Planned, P
         sources,
         at,
         &LivePools::new(),
-        Assigner::Heuristic,
+        Assigner::DEFAULT,
         |_| None,
     )
     .map(|answered| answered.planned)
@@ -288,12 +288,32 @@ fn recorded_live(plan: &Plan) -> LivePools {
 /// where.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Assigner {
-    /// The heuristic (`placement::assign`): the default.
+    /// The heuristic alone (`placement::assign`): the default without the `exact` feature.
     Heuristic,
+    /// The heuristic, then — where it leaves a workload short — HiGHS looking for an
+    /// assignment that places more replicas, class by class, within a node limit, and that
+    /// assignment improved by the heuristic's own passes where it finds one
+    /// (`placement::exact::raise_replicas`): the default with the `exact` feature. The same
+    /// plan on every machine.
+    #[cfg(feature = "exact")]
+    Raised,
     /// The exact assignment where it can be (`--exact`: HiGHS given `time_limit_s` seconds in
     /// all; `placement::exact`), the heuristic's where it cannot, as [`ExactOutcome`] says.
     #[cfg(feature = "exact")]
     Exact { time_limit_s: f64 },
+}
+
+impl Assigner {
+    /// What `berth plan` and the editor plan with unless told otherwise: [`Assigner::Raised`]
+    /// where the `exact` feature is on (the runtime turns it on), [`Assigner::Heuristic`]
+    /// where it is not.
+    #[cfg(feature = "exact")]
+    pub const DEFAULT: Assigner = Assigner::Raised;
+    /// What `berth plan` and the editor plan with unless told otherwise: [`Assigner::Raised`]
+    /// where the `exact` feature is on (the runtime turns it on), [`Assigner::Heuristic`]
+    /// where it is not.
+    #[cfg(not(feature = "exact"))]
+    pub const DEFAULT: Assigner = Assigner::Heuristic;
 }
 
 /// A verified plan and what was asked of its solve besides it ([`plan_asking`]).
@@ -342,7 +362,7 @@ pub fn plan_what_if(
     live: &LivePools,
 ) -> Result<Planned, PlanFailure> {
     let compiled = compile_what_if(sources, base, what_if);
-    plan_compiled(compiled, sources, at, live, Assigner::Heuristic, |_| None)
+    plan_compiled(compiled, sources, at, live, Assigner::DEFAULT, |_| None)
         .map(|answered| answered.planned)
 }
 
@@ -406,6 +426,8 @@ fn plan_compiled(
         let (solved, outcome) = match assigner {
             Assigner::Heuristic => (placement::solve(ir, sources, at), None),
             #[cfg(feature = "exact")]
+            Assigner::Raised => (placement::solve_raised(ir, sources, at).0, None),
+            #[cfg(feature = "exact")]
             Assigner::Exact { time_limit_s } => {
                 let (solved, outcome) = placement::solve_exact(ir, sources, at, time_limit_s);
                 (solved, Some(outcome))
@@ -418,13 +440,19 @@ fn plan_compiled(
     };
     #[cfg_attr(not(feature = "exact"), allow(unused_mut))]
     let (mut plan, mut why_not, mut outcome, mut verdict) = solve(&ir, assigner);
+    // A plan HiGHS shaped that the verifier refuses (a bug in berth) gives way to the
+    // heuristic's; with `--exact`, the outcome says so.
     #[cfg(feature = "exact")]
-    if let (Err(violations), Some(ExactOutcome::Optimal)) = (&verdict, &outcome) {
-        let refused = ExactOutcome::Unverified {
-            violations: violations.len(),
-        };
-        (plan, why_not, _, verdict) = solve(&ir, Assigner::Heuristic);
-        outcome = Some(refused);
+    if let Err(violations) = &verdict {
+        let shaped_by_highs =
+            assigner == Assigner::Raised || outcome == Some(ExactOutcome::Optimal);
+        if shaped_by_highs {
+            let refused = ExactOutcome::Unverified {
+                violations: violations.len(),
+            };
+            (plan, why_not, _, verdict) = solve(&ir, Assigner::Heuristic);
+            outcome = outcome.map(|_| refused);
+        }
     }
     match verdict {
         Ok(summary) => plan.verification = summary,

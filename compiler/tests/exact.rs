@@ -2,11 +2,16 @@
 //! estates the MIP comparison uses: it never places fewer replicas of a class than the
 //! heuristic (lexicographically, production first), its plans pass the verifier, and on an
 //! estate where the heuristic leaves a replica out that a MIP places (`prodexp_w10_t4_s6_o130`
-//! of `bench/shapes`, docs/performance.md), it places that replica.
+//! of `bench/shapes`, docs/performance.md), it places that replica. The default assignment
+//! with this feature (`placement::solve_raised`) places it too, and elsewhere keeps the
+//! heuristic's plan byte for byte.
 #![cfg(feature = "exact")]
 
 use berth_compiler::ir::Ir;
-use berth_compiler::placement::{self, exact::ExactOutcome};
+use berth_compiler::placement::{
+    self,
+    exact::{ExactOutcome, RaiseOutcome},
+};
 use berth_compiler::plan::Plan;
 use berth_compiler::sema::analyze;
 use berth_compiler::source::SourceMap;
@@ -63,6 +68,96 @@ fn exact_places_at_least_what_the_heuristic_places_and_verifies() {
 /// place this one's too, pick another estate where `bench/shapes` reports a miss.)
 #[test]
 fn exact_places_a_replica_the_heuristic_leaves_out() {
+    let (ir, map) = short_estate();
+    let at = instant();
+    let heuristic = placement::solve(&ir, &map, at).plan(at, "sha256:x", "test");
+    let (solved, outcome) = placement::solve_exact(&ir, &map, at, 60.0);
+    let exact = solved.plan(at, "sha256:x", "test");
+    assert_eq!(outcome, ExactOutcome::Optimal);
+    if let Err(violations) = verify::verify(&ir, &exact, at) {
+        panic!("the exact plan does not verify: {violations:#?}");
+    }
+    assert_eq!(
+        placed_by_class(&ir, &heuristic)[3] + 1,
+        placed_by_class(&ir, &exact)[3]
+    );
+    assert_eq!(
+        placed_by_class(&ir, &heuristic)[..3],
+        placed_by_class(&ir, &exact)[..3]
+    );
+}
+
+/// The default assignment places the replica the heuristic leaves out on the same estate, as
+/// many of each class as the exact mode, in a plan that verifies, the same on every run.
+#[test]
+fn the_default_assignment_raises_the_heuristics_replicas_to_the_optimum() {
+    let (ir, map) = short_estate();
+    let at = instant();
+    let heuristic = placement::solve(&ir, &map, at).plan(at, "sha256:x", "test");
+    let (solved, outcome) = placement::solve_raised(&ir, &map, at);
+    let raised = solved.plan(at, "sha256:x", "test");
+    let (h, r) = (
+        placed_by_class(&ir, &heuristic),
+        placed_by_class(&ir, &raised),
+    );
+    assert_eq!(outcome, RaiseOutcome::Raised { from: h, to: r });
+    let (exact, _) = placement::solve_exact(&ir, &map, at, 60.0);
+    let exact = exact.plan(at, "sha256:x", "test");
+    assert_eq!(r, placed_by_class(&ir, &exact));
+    assert_eq!(r[3], h[3] + 1);
+    if let Err(violations) = verify::verify(&ir, &raised, at) {
+        panic!("the raised plan does not verify: {violations:#?}");
+    }
+    let again = placement::solve_raised(&ir, &map, at)
+        .0
+        .plan(at, "sha256:x", "test");
+    assert_eq!(
+        serde_json::to_string(&raised).expect("json"),
+        serde_json::to_string(&again).expect("json"),
+        "the same plan on every run"
+    );
+}
+
+/// Where HiGHS finds no assignment placing more (it proves there is none, or nothing is
+/// short), the default assignment's plan is the heuristic's, byte for byte.
+#[test]
+fn the_default_assignment_keeps_the_heuristics_plan_where_nothing_more_fits() {
+    let mut seen = Vec::new();
+    for (seed, workloads) in [(1, 50), (2, 50), (3, 80), (4, 5), (5, 5)] {
+        let ir = estate(
+            seed,
+            EstateShape {
+                workloads,
+                targets: 10,
+            },
+        );
+        let sources = SourceMap::new();
+        let at = instant();
+        let heuristic = placement::solve(&ir, &sources, at).plan(at, "sha256:x", "test");
+        let (solved, outcome) = placement::solve_raised(&ir, &sources, at);
+        if matches!(outcome, RaiseOutcome::Raised { .. }) {
+            continue;
+        }
+        let raised = solved.plan(at, "sha256:x", "test");
+        assert_eq!(
+            serde_json::to_string(&raised).expect("json"),
+            serde_json::to_string(&heuristic).expect("json"),
+            "seed {seed}: {outcome:?}"
+        );
+        seen.push(outcome);
+    }
+    assert!(
+        seen.contains(&RaiseOutcome::NothingShort),
+        "a fully placed estate among them: {seen:?}"
+    );
+    assert!(
+        seen.contains(&RaiseOutcome::Proved),
+        "an estate HiGHS proves the heuristic's counts optimal on: {seen:?}"
+    );
+}
+
+/// `prodexp_w10_t4_s6_o130` (above), compiled.
+fn short_estate() -> (Ir, SourceMap) {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/exact/prodexp_w10_t4_s6_o130");
     let mut map = SourceMap::new();
@@ -80,23 +175,7 @@ fn exact_places_a_replica_the_heuristic_leaves_out() {
         diagnostics.iter().all(|d| !d.is_error()),
         "{diagnostics:#?}"
     );
-    let ir = ir.expect("an IR");
-    let at = instant();
-    let heuristic = placement::solve(&ir, &map, at).plan(at, "sha256:x", "test");
-    let (solved, outcome) = placement::solve_exact(&ir, &map, at, 60.0);
-    let exact = solved.plan(at, "sha256:x", "test");
-    assert_eq!(outcome, ExactOutcome::Optimal);
-    if let Err(violations) = verify::verify(&ir, &exact, at) {
-        panic!("the exact plan does not verify: {violations:#?}");
-    }
-    assert_eq!(
-        placed_by_class(&ir, &heuristic)[3] + 1,
-        placed_by_class(&ir, &exact)[3]
-    );
-    assert_eq!(
-        placed_by_class(&ir, &heuristic)[..3],
-        placed_by_class(&ir, &exact)[..3]
-    );
+    (ir.expect("an IR"), map)
 }
 
 #[test]

@@ -520,10 +520,22 @@ impl Construction {
     ];
 }
 
+/// What [`assign_given`] does after placing the counts it is given.
+#[cfg(feature = "exact")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterGiven {
+    /// Settles the assignment, as every search ends.
+    Settle,
+    /// Improves it for fallbacks, data latency and cost by the heuristic's own passes, which
+    /// never give a replica up, then settles it.
+    Improve,
+}
+
 /// The assignment that places `counts[w][i]` replicas of each workload `w` on its option `i`
-/// of `options` (an exact solver's answer, within every constraint), then settled as every
-/// search ends: missing replicas placed where they fit, each replica on the best-ranked
-/// option it can take, so every reason the plan gives is true.
+/// of `options` (an exact solver's answer, within every constraint), then — as `after` says,
+/// and always ending so — settled as every search ends: missing replicas placed where they
+/// fit, each replica on the best-ranked option it can take, so every reason the plan gives is
+/// true.
 #[cfg(feature = "exact")]
 pub fn assign_given(
     ir: &Ir,
@@ -531,6 +543,7 @@ pub fn assign_given(
     policy: &PolicyContext,
     options: Vec<Options>,
     counts: &[Vec<u32>],
+    after: AfterGiven,
 ) -> Assignment {
     let mut a = Assigner::new(ir, index, policy, options);
     for (w, per_option) in counts.iter().enumerate() {
@@ -542,6 +555,14 @@ pub fn assign_given(
     }
     let order = a.out.order.clone();
     a.settle(&order);
+    if after == AfterGiven::Improve {
+        a.improve_all(&order);
+        if a.exchange_all() {
+            a.improve_all(&order);
+        }
+        a.ruin_and_recreate(&order);
+        a.settle(&order);
+    }
     a.out
 }
 

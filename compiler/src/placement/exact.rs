@@ -15,13 +15,19 @@
 //! When the estate is larger than [`MAX_OPTIONS`], or a stage is not solved to optimality
 //! within the time limit, the heuristic's assignment is used and [`ExactOutcome`] says why.
 //! Only a time limit makes the outcome depend on the machine; the plan is the heuristic's then.
+//!
+//! [`raise_replicas`], the default assignment's second half, uses the same program's replica
+//! stages alone, from the heuristic's assignment, bounded by a node limit rather than a
+//! clock, so its plans never depend on the machine (`docs/placement.md`, "Replicas raised by
+//! HiGHS").
 
 // INVARIANT: every index is a dense id of the IR being placed or a position in a table sized
 // from it (options per workload, flat pools, caps), as in the rest of the engine.
 #![allow(clippy::indexing_slicing)]
 
 use super::assign::{
-    self, Assignment, NO_POOL, Opt, build_options, isolation_partners, replica_cost_per_day,
+    self, AfterGiven, Assignment, NO_POOL, Opt, build_options, isolation_partners,
+    replica_cost_per_day,
 };
 use super::eligibility::{EligibilityMatrix, gpu_units};
 use super::index::EstateIndex;
@@ -83,16 +89,116 @@ pub fn assign_exact(
             ExactOutcome::TooLarge { options: n },
         );
     }
-    let model = Model::new(ir, index, policy, &options);
-    match model.solve(time_limit_s) {
-        Ok(counts) => (
-            assign::assign_given(ir, index, policy, options, &counts),
-            ExactOutcome::Optimal,
-        ),
-        Err(stage) => (
+    let model = Model::new(ir, index, policy, &options, Goals::Whole);
+    match model.solve(Limit::Seconds(time_limit_s), None) {
+        Ok((solution, None)) => {
+            let counts = model.counts(&solution);
+            (
+                assign::assign_given(ir, index, policy, options, &counts, AfterGiven::Settle),
+                ExactOutcome::Optimal,
+            )
+        }
+        Ok((_, Some(stage))) | Err(stage) => (
             assign::assign(ir, index, matrix, policy),
             ExactOutcome::NotSolved { stage },
         ),
+    }
+}
+
+/// Branch-and-bound nodes HiGHS may visit per class when [`raise_replicas`] looks for more
+/// replicas than the heuristic placed.
+pub const REPLICA_NODES: i32 = 1_000;
+
+/// How [`raise_replicas`] ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RaiseOutcome {
+    /// Every workload has all its replicas (or no option for more): nothing to raise.
+    NothingShort,
+    /// More options than [`MAX_OPTIONS`]: the heuristic's counts stand unchecked.
+    TooLarge { options: usize },
+    /// HiGHS proved that no assignment places more replicas, class by class.
+    Proved,
+    /// HiGHS found no more replicas within its node limit, nor proved there are none (from
+    /// the stage named on).
+    Unproved { stage: &'static str },
+    /// HiGHS found an assignment placing more: replicas per class (production first), the
+    /// heuristic's and the one used.
+    Raised { from: [u32; 4], to: [u32; 4] },
+}
+
+/// Replicas per class in `counts` (per workload, per option), production first.
+fn class_totals(ir: &Ir, counts: &[Vec<u32>]) -> [u32; 4] {
+    let mut totals = [0; 4];
+    for (w, per_option) in counts.iter().enumerate() {
+        totals[class_slot(ir.workloads[w].class)] += per_option.iter().sum::<u32>();
+    }
+    totals
+}
+
+/// The position of `class` in a count per class, production first.
+fn class_slot(class: WorkloadClass) -> usize {
+    match class {
+        WorkloadClass::Production => 0,
+        WorkloadClass::Staging => 1,
+        WorkloadClass::Development => 2,
+        WorkloadClass::Experiment => 3,
+    }
+}
+
+/// Replicas placed per class, production first.
+fn class_counts(ir: &Ir, assignment: &Assignment) -> [u32; 4] {
+    let mut counts = [0; 4];
+    for (w, wl) in ir.workloads.iter().enumerate() {
+        counts[class_slot(wl.class)] += assignment.placed(w);
+    }
+    counts
+}
+
+/// The heuristic's assignment `heuristic`, or — where some workload is left short and HiGHS
+/// finds an assignment placing more replicas, class by class (production first), within
+/// [`REPLICA_NODES`] nodes per class on one thread, starting from the heuristic's — that
+/// assignment's counts, improved for fallbacks, latency and cost by the heuristic's own
+/// passes (which never give a replica up). A node limit, not a time limit: the plan is the
+/// same on every machine.
+pub fn raise_replicas(
+    ir: &Ir,
+    index: &EstateIndex,
+    policy: &PolicyContext,
+    heuristic: Assignment,
+) -> (Assignment, RaiseOutcome) {
+    let short = (0..ir.workloads.len()).any(|w| {
+        heuristic.placed(w) < ir.workloads[w].replicas && !heuristic.options[w].is_empty()
+    });
+    if !short {
+        return (heuristic, RaiseOutcome::NothingShort);
+    }
+    let n: usize = heuristic.options.iter().map(|o| o.len()).sum();
+    if n > MAX_OPTIONS {
+        return (heuristic, RaiseOutcome::TooLarge { options: n });
+    }
+    let model = Model::new(ir, index, policy, &heuristic.options, Goals::Replicas);
+    let start = model.solution_of(&heuristic);
+    let (counts, unproved) = match model.solve(Limit::Nodes(REPLICA_NODES), Some(start)) {
+        Ok((solution, unproved)) => (model.counts(&solution), unproved),
+        Err(stage) => return (heuristic, RaiseOutcome::Unproved { stage }),
+    };
+    let kept = match unproved {
+        Some(stage) => RaiseOutcome::Unproved { stage },
+        None => RaiseOutcome::Proved,
+    };
+    let from = class_counts(ir, &heuristic);
+    if class_totals(ir, &counts) <= from {
+        return (heuristic, kept);
+    }
+    let options = heuristic.options.clone();
+    let raised = assign::assign_given(ir, index, policy, options, &counts, AfterGiven::Improve);
+    let to = class_counts(ir, &raised);
+    // The passes after placing the counts only add replicas; should they not keep HiGHS's
+    // gain (they do by construction), the heuristic's plan stands.
+    if to > from {
+        (raised, RaiseOutcome::Raised { from, to })
+    } else {
+        (heuristic, kept)
     }
 }
 
@@ -109,9 +215,40 @@ struct Model<'a> {
     /// Isolation binaries ("this workload uses this pool"), numbered after the placement
     /// variables.
     binaries: usize,
+    /// The isolation binary of each (workload, pool) that has one.
+    used: BTreeMap<(usize, u32), usize>,
     /// `lower <= Σ terms <= upper`.
     rows: Vec<(f64, f64, Terms)>,
     stages: Vec<(&'static str, Sense, Terms)>,
+}
+
+/// What a [`Model`] optimises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Goals {
+    /// Replicas class by class, then fallbacks, data latency and cost: the whole outcome.
+    Whole,
+    /// Replicas class by class alone.
+    Replicas,
+}
+
+/// What bounds HiGHS's work on one stage.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Limit {
+    /// Seconds of its own clock (the answer then depends on the machine).
+    Seconds(f64),
+    /// Branch-and-bound nodes, on one thread: the same answer on every machine.
+    Nodes(i32),
+    /// No integrality: the linear relaxation, whose optimum bounds the stage's.
+    Relaxation,
+}
+
+/// One stage's answer.
+struct StageAnswer {
+    /// The objective's value at `solution`.
+    value: f64,
+    solution: Vec<f64>,
+    /// Whether HiGHS proved `solution` optimal (otherwise the best it found within its limit).
+    proved: bool,
 }
 
 impl<'a> Model<'a> {
@@ -120,6 +257,7 @@ impl<'a> Model<'a> {
         index: &EstateIndex,
         policy: &PolicyContext,
         options: &'a [assign::Options],
+        goals: Goals,
     ) -> Self {
         let mut first = Vec::with_capacity(options.len());
         let mut upper = Vec::new();
@@ -132,13 +270,17 @@ impl<'a> Model<'a> {
             first,
             upper,
             binaries: 0,
+            used: BTreeMap::new(),
             rows: Vec::new(),
             stages: Vec::new(),
         };
         m.capacity_rows(ir, index, policy);
         m.spread_rows(ir, index);
         m.isolation_rows(ir);
-        m.objectives(ir);
+        m.replica_objectives(ir);
+        if goals == Goals::Whole {
+            m.guard_objectives(ir);
+        }
         m
     }
 
@@ -212,7 +354,7 @@ impl<'a> Model<'a> {
         let partners = isolation_partners(ir);
         // The binary "w uses pool p", made once with its rows x ≤ replicas · used for every
         // option of w on p.
-        let mut used: BTreeMap<(usize, u32), usize> = BTreeMap::new();
+        let mut used = std::mem::take(&mut self.used);
         for (w, others) in partners.iter().enumerate() {
             let pools: BTreeSet<u32> = self
                 .vars(w)
@@ -231,6 +373,7 @@ impl<'a> Model<'a> {
                 }
             }
         }
+        self.used = used;
     }
 
     /// The binary "`w` uses `pool`", created with its linking rows the first time.
@@ -253,7 +396,7 @@ impl<'a> Model<'a> {
         b
     }
 
-    fn objectives(&mut self, ir: &Ir) {
+    fn replica_objectives(&mut self, ir: &Ir) {
         for (class, name) in [
             (WorkloadClass::Production, "production replicas"),
             (WorkloadClass::Staging, "staging replicas"),
@@ -268,6 +411,9 @@ impl<'a> Model<'a> {
                 self.stages.push((name, Sense::Maximise, terms));
             }
         }
+    }
+
+    fn guard_objectives(&mut self, ir: &Ir) {
         let fallback: Terms = (0..self.options.len())
             .flat_map(|w| {
                 self.vars(w)
@@ -308,34 +454,106 @@ impl<'a> Model<'a> {
         }
     }
 
-    /// Replicas per option, per workload; `Err(stage)` when a stage is not solved to
-    /// optimality within its share of `time_limit_s` (split evenly between the stages: the
-    /// compiler reads no clock, HiGHS keeps each stage's limit itself).
-    fn solve(&self, time_limit_s: f64) -> Result<Vec<Vec<u32>>, &'static str> {
+    /// The stages in order, each keeping the optimum (or, unproved, the best value found) of
+    /// the ones before, each bounded by `limit` (seconds split evenly between the stages: the
+    /// compiler reads no clock, HiGHS keeps each stage's limit itself), the first starting
+    /// from `start` where given. The last stage's solution and the first stage HiGHS did not
+    /// prove optimal; `Err(stage)` when a stage found no solution at all.
+    fn solve(
+        &self,
+        limit: Limit,
+        start: Option<Vec<f64>>,
+    ) -> Result<(Vec<f64>, Option<&'static str>), &'static str> {
         let mut fixed: Vec<(Sense, Terms, f64)> = Vec::new();
-        let mut values: Vec<f64> = vec![0.0; self.upper.len()];
         let stages: Vec<(&'static str, Sense, Terms)> = if self.stages.is_empty() {
             vec![("replicas", Sense::Maximise, Vec::new())]
         } else {
             self.stages.clone()
         };
-        let share = time_limit_s / stages.len() as f64;
+        let limit = match limit {
+            Limit::Seconds(s) => Limit::Seconds(s / stages.len() as f64),
+            nodes => nodes,
+        };
+        let mut values = start;
+        let mut unproved = None;
         for (name, sense, terms) in stages {
-            let (objective, solution) =
-                self.solve_stage(sense, &terms, &fixed, share).ok_or(name)?;
-            values = solution;
-            fixed.push((sense, terms, objective));
+            let answer = match self.start_proved(sense, &terms, &fixed, values.as_deref()) {
+                Some(answer) => answer,
+                None => self
+                    .solve_stage(sense, &terms, &fixed, limit, values.as_deref())
+                    .ok_or(name)?,
+            };
+            if !answer.proved {
+                // A time limit hit leaves an answer that depends on the machine: none at all.
+                if let Limit::Seconds(_) = limit {
+                    return Err(name);
+                }
+                unproved = unproved.or(Some(name));
+            }
+            values = Some(answer.solution);
+            fixed.push((sense, terms, answer.value));
         }
-        Ok(self
-            .first
+        Ok((values.unwrap_or_default(), unproved))
+    }
+
+    /// The start as the stage's answer, proved optimal, where the stage maximises a count
+    /// (integral weights on integer variables) and the linear relaxation's bound, rounded
+    /// down, is no more than the start's value: no integer solution can do better. The
+    /// relaxation costs a fraction of the branch and bound, whose root alone may take
+    /// seconds on an estate of a hundred workloads.
+    fn start_proved(
+        &self,
+        sense: Sense,
+        objective: &Terms,
+        fixed: &[(Sense, Terms, f64)],
+        start: Option<&[f64]>,
+    ) -> Option<StageAnswer> {
+        let start = start?;
+        let integral = objective
+            .iter()
+            .all(|&(v, k)| v < self.upper.len() && k.fract() == 0.0);
+        if sense != Sense::Maximise || !integral {
+            return None;
+        }
+        let value: f64 = objective.iter().map(|&(v, k)| start[v] * k).sum();
+        let bound = self.solve_stage(sense, objective, fixed, Limit::Relaxation, None)?;
+        ((bound.value + 1e-6).floor() <= value + 1e-6).then(|| StageAnswer {
+            value,
+            solution: start.to_vec(),
+            proved: true,
+        })
+    }
+
+    /// Replicas per option, per workload, in `solution`.
+    fn counts(&self, solution: &[f64]) -> Vec<Vec<u32>> {
+        self.first
             .iter()
             .enumerate()
             .map(|(w, &first)| {
                 (0..self.options[w].len())
-                    .map(|i| values[first + i].round().max(0.0) as u32)
+                    .map(|i| {
+                        solution
+                            .get(first + i)
+                            .map_or(0, |x| x.round().max(0.0) as u32)
+                    })
                     .collect()
             })
-            .collect())
+            .collect()
+    }
+
+    /// The columns' values for `assignment` (placement variables and isolation binaries).
+    fn solution_of(&self, assignment: &Assignment) -> Vec<f64> {
+        let mut values = vec![0.0; self.upper.len() + self.binaries];
+        for (w, slots) in assignment.slots.iter().enumerate() {
+            for &(oi, k) in slots {
+                values[self.first[w] + oi as usize] = f64::from(k);
+                let pool = self.options[w][oi as usize].flat_pool;
+                if let Some(&b) = self.used.get(&(w, pool)) {
+                    values[b] = 1.0;
+                }
+            }
+        }
+        values
     }
 
     fn solve_stage(
@@ -343,8 +561,9 @@ impl<'a> Model<'a> {
         sense: Sense,
         objective: &Terms,
         fixed: &[(Sense, Terms, f64)],
-        time_limit_s: f64,
-    ) -> Option<(f64, Vec<f64>)> {
+        limit: Limit,
+        start: Option<&[f64]>,
+    ) -> Option<StageAnswer> {
         let mut weight = vec![0.0; self.upper.len() + self.binaries];
         for &(v, k) in objective {
             weight[v] += k;
@@ -385,13 +604,26 @@ impl<'a> Model<'a> {
         model.set_option("threads", 1);
         model.set_option("random_seed", 0);
         model.set_option("mip_rel_gap", 0.0);
-        model.set_option("time_limit", time_limit_s);
+        match limit {
+            Limit::Seconds(s) => model.set_option("time_limit", s),
+            Limit::Nodes(n) => model.set_option("mip_max_nodes", n),
+            Limit::Relaxation => model.set_option("solve_relaxation", true),
+        }
+        if let Some(start) = start {
+            // A start HiGHS cannot take (a wrong length) only costs the head start.
+            let _ = model.try_set_solution(Some(start), None, None, None);
+        }
         let solved = model.try_solve().ok()?;
-        if solved.status() != HighsModelStatus::Optimal {
+        let proved = solved.status() == HighsModelStatus::Optimal;
+        if !proved && solved.primal_solution_status() != highs::HighsSolutionStatus::Feasible {
             return None;
         }
         let solution = solved.get_solution().columns().to_vec();
         let value = objective.iter().map(|&(v, k)| solution[v] * k).sum();
-        Some((value, solution))
+        Some(StageAnswer {
+            value,
+            solution,
+            proved,
+        })
     }
 }

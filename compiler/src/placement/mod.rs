@@ -2,7 +2,9 @@
 //!
 //! Stages, each its own module: [`index`] (per-target lookup tables), [`eligibility`] (what
 //! is technically possible, every pair, in parallel), [`policy`] (what is permitted, and the
-//! caps), [`assign`] (replicas onto pools, capacity-aware), then this module assembles the
+//! caps), [`assign`] (replicas onto pools, capacity-aware; with the `exact` feature, its
+//! replicas raised by HiGHS where it finds more, [`solve_raised`], or the assignment exact,
+//! [`solve_exact`]), then this module assembles the
 //! plan: placements with their realisation (variant, data endpoints, service bindings,
 //! cost, score), rejected targets with reasons ([`reasons`]), infeasibility explained
 //! ([`infeasible`]), ledgers, window states, approvals and reclaims. [`screen`] runs the
@@ -61,9 +63,27 @@ pub struct Solved<'a> {
     pub assignment: Assignment,
 }
 
-/// Runs every stage.
+/// Runs every stage, the assignment the heuristic's.
 pub fn solve<'a>(ir: &'a Ir, sources: &'a SourceMap, at: Timestamp) -> Solved<'a> {
     solve_with(ir, sources, at, assign::assign)
+}
+
+/// Runs every stage, the assignment the heuristic's with its replicas raised where HiGHS
+/// finds an assignment placing more ([`exact::raise_replicas`]).
+#[cfg(feature = "exact")]
+pub fn solve_raised<'a>(
+    ir: &'a Ir,
+    sources: &'a SourceMap,
+    at: Timestamp,
+) -> (Solved<'a>, exact::RaiseOutcome) {
+    let mut outcome = exact::RaiseOutcome::NothingShort;
+    let solved = solve_with(ir, sources, at, |ir, index, matrix, policy| {
+        let heuristic = assign::assign(ir, index, matrix, policy);
+        let (assignment, how) = exact::raise_replicas(ir, index, policy, heuristic);
+        outcome = how;
+        assignment
+    });
+    (solved, outcome)
 }
 
 /// Runs every stage, the assignment exact where it can be ([`exact`]), HiGHS given

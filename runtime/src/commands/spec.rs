@@ -79,7 +79,8 @@ pub struct SpecPlanned {
 pub struct Question<'a> {
     /// `explain W T`: also why the engine put no replica of `W` on `T`.
     pub why_not: Option<(&'a str, &'a str)>,
-    /// How replicas are assigned: the heuristic, or with `--exact` the exact mode.
+    /// How replicas are assigned: by default the heuristic, its replicas raised where HiGHS
+    /// finds more (`driver::Assigner::DEFAULT`); with `--exact` the exact mode.
     pub assigner: driver::Assigner,
 }
 
@@ -87,7 +88,8 @@ pub struct Question<'a> {
 #[derive(Debug, clap::Args)]
 pub struct ExactArgs {
     /// Assign replicas with an exact MIP solver (HiGHS) where the estate is small enough to
-    /// solve in `--exact-time-limit`; otherwise (and says so) with the heuristic.
+    /// solve in `--exact-time-limit`; otherwise (and says so) as without it: the heuristic,
+    /// its replicas raised where HiGHS finds more within a node limit.
     #[arg(long)]
     pub exact: bool,
     /// Seconds HiGHS may take with `--exact` (shared evenly between its stages).
@@ -105,7 +107,7 @@ impl ExactArgs {
     /// printed (exit 2).
     pub fn assigner(&self, ui: &mut Ui<'_>) -> io::Result<Result<driver::Assigner, Exit>> {
         if !self.exact {
-            return Ok(Ok(driver::Assigner::Heuristic));
+            return Ok(Ok(driver::Assigner::DEFAULT));
         }
         if !(self.exact_time_limit > 0.0 && self.exact_time_limit.is_finite()) {
             ui.problem(
