@@ -118,6 +118,27 @@ fn the_default_assignment_raises_the_heuristics_replicas_to_the_optimum() {
     );
 }
 
+/// `--exact` whose time runs out gives the plan made without it — the heuristic's with its
+/// replicas raised — not the heuristic's alone.
+#[test]
+fn an_exact_mode_out_of_time_gives_the_default_plan() {
+    let (ir, map) = short_estate();
+    let at = instant();
+    let (solved, outcome) = placement::solve_exact(&ir, &map, at, 1e-9);
+    assert!(
+        matches!(outcome, ExactOutcome::NotSolved { .. }),
+        "{outcome:?}"
+    );
+    let fallback = solved.plan(at, "sha256:x", "test");
+    let raised = placement::solve_raised(&ir, &map, at)
+        .0
+        .plan(at, "sha256:x", "test");
+    assert_eq!(
+        serde_json::to_string(&fallback).expect("json"),
+        serde_json::to_string(&raised).expect("json")
+    );
+}
+
 /// Where HiGHS finds no assignment placing more (it proves there is none, or nothing is
 /// short), the default assignment's plan is the heuristic's, byte for byte.
 #[test]

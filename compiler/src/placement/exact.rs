@@ -12,9 +12,10 @@
 //! they fit, each replica on the best-ranked option it can take), so every reason the plan
 //! gives is true, and the plan goes through the same verifier.
 //!
-//! When the estate is larger than [`MAX_OPTIONS`], or a stage is not solved to optimality
-//! within the time limit, the heuristic's assignment is used and [`ExactOutcome`] says why.
-//! Only a time limit makes the outcome depend on the machine; the plan is the heuristic's then.
+//! When the estate is larger than [`MAX_OPTIONS`], the heuristic's assignment is used; when a
+//! stage is not solved to optimality within the time limit, the assignment made without
+//! `--exact` ([`raise_replicas`]); [`ExactOutcome`] says which and why. Only a time limit
+//! makes the outcome depend on the machine; the plan is then the one made without `--exact`.
 //!
 //! [`raise_replicas`], the default assignment's second half, uses the same program's replica
 //! stages alone, from the heuristic's assignment, bounded by a node limit rather than a
@@ -46,7 +47,9 @@ pub enum ExactOutcome {
     Optimal,
     /// The heuristic's assignment was used: the estate has more options than [`MAX_OPTIONS`].
     TooLarge { options: usize },
-    /// The heuristic's assignment was used: HiGHS did not prove a stage optimal in time.
+    /// The default assignment was used (the heuristic's, its replicas raised where HiGHS
+    /// finds more within a node limit: [`raise_replicas`]): HiGHS did not prove a stage
+    /// optimal in time.
     NotSolved { stage: &'static str },
     /// The heuristic's plan was used: the exact one did not pass the verifier (a bug in
     /// berth; the number of violations).
@@ -63,7 +66,7 @@ impl std::fmt::Display for ExactOutcome {
             ),
             ExactOutcome::NotSolved { stage } => write!(
                 f,
-                "exact: HiGHS did not prove the `{stage}` stage optimal within the time limit; the heuristic's plan is used"
+                "exact: HiGHS did not prove the `{stage}` stage optimal within the time limit; the plan is the one made without `--exact`"
             ),
             ExactOutcome::Unverified { violations } => write!(
                 f,
@@ -98,10 +101,13 @@ pub fn assign_exact(
                 ExactOutcome::Optimal,
             )
         }
-        Ok((_, Some(stage))) | Err(stage) => (
-            assign::assign(ir, index, matrix, policy),
-            ExactOutcome::NotSolved { stage },
-        ),
+        Ok((_, Some(stage))) | Err(stage) => {
+            // As without `--exact`: the heuristic's, its replicas raised where HiGHS finds
+            // more within its node limit (a bound that does not depend on the machine).
+            let heuristic = assign::assign(ir, index, matrix, policy);
+            let (assignment, _) = raise_replicas(ir, index, policy, heuristic);
+            (assignment, ExactOutcome::NotSolved { stage })
+        }
     }
 }
 
