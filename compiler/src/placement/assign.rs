@@ -452,6 +452,16 @@ pub fn isolation_partners(ir: &Ir) -> Vec<Vec<u32>> {
     partners
 }
 
+/// Index of a class in a per-class tally, highest priority first.
+pub(crate) fn class_slot(c: WorkloadClass) -> usize {
+    match c {
+        WorkloadClass::Production => 0,
+        WorkloadClass::Staging => 1,
+        WorkloadClass::Development => 2,
+        WorkloadClass::Experiment => 3,
+    }
+}
+
 /// Assigns every workload's replicas.
 pub fn assign(
     ir: &Ir,
@@ -738,7 +748,7 @@ impl Assigner<'_> {
     /// Whether workload `w` has fewer replicas placed than it asks for, and options where
     /// more could go.
     fn is_short(&self, w: usize) -> bool {
-        self.out.placed(w) < self.ir.workloads[w].replicas && !self.out.options[w].is_empty()
+        self.out.is_short(self.ir, w)
     }
 
     /// How good the assignment is, greater is better: replicas placed per class (highest
@@ -1475,6 +1485,21 @@ impl Assignment {
     /// Replicas of `w` placed.
     pub fn placed(&self, w: usize) -> u32 {
         self.slots[w].iter().map(|(_, n)| n).sum()
+    }
+
+    /// Replicas placed per class of `ir`'s workloads ([`class_slot`]: production first).
+    pub fn placed_per_class(&self, ir: &Ir) -> [u32; 4] {
+        let mut tally = [0; 4];
+        for (w, wl) in ir.workloads.iter().enumerate() {
+            tally[class_slot(wl.class)] += self.placed(w);
+        }
+        tally
+    }
+
+    /// Whether workload `w` of `ir` has fewer replicas placed than it asks for, and options
+    /// where more could go.
+    pub fn is_short(&self, ir: &Ir, w: usize) -> bool {
+        self.placed(w) < ir.workloads[w].replicas && !self.options[w].is_empty()
     }
 
     /// Replicas of `w` on target `t`.

@@ -27,7 +27,7 @@
 #![allow(clippy::indexing_slicing)]
 
 use super::assign::{
-    self, AfterGiven, Assignment, NO_POOL, Opt, build_options, isolation_partners,
+    self, AfterGiven, Assignment, NO_POOL, Opt, build_options, class_slot, isolation_partners,
     replica_cost_per_day,
 };
 use super::eligibility::{EligibilityMatrix, gpu_units};
@@ -141,25 +141,6 @@ fn class_totals(ir: &Ir, counts: &[Vec<u32>]) -> [u32; 4] {
     totals
 }
 
-/// The position of `class` in a count per class, production first.
-fn class_slot(class: WorkloadClass) -> usize {
-    match class {
-        WorkloadClass::Production => 0,
-        WorkloadClass::Staging => 1,
-        WorkloadClass::Development => 2,
-        WorkloadClass::Experiment => 3,
-    }
-}
-
-/// Replicas placed per class, production first.
-fn class_counts(ir: &Ir, assignment: &Assignment) -> [u32; 4] {
-    let mut counts = [0; 4];
-    for (w, wl) in ir.workloads.iter().enumerate() {
-        counts[class_slot(wl.class)] += assignment.placed(w);
-    }
-    counts
-}
-
 /// The heuristic's assignment `heuristic`, or — where some workload is left short and HiGHS
 /// finds an assignment placing more replicas, class by class (production first), within
 /// [`REPLICA_NODES`] nodes per class on one thread, starting from the heuristic's — that
@@ -172,10 +153,7 @@ pub fn raise_replicas(
     policy: &PolicyContext,
     heuristic: Assignment,
 ) -> (Assignment, RaiseOutcome) {
-    let short = (0..ir.workloads.len()).any(|w| {
-        heuristic.placed(w) < ir.workloads[w].replicas && !heuristic.options[w].is_empty()
-    });
-    if !short {
+    if !(0..ir.workloads.len()).any(|w| heuristic.is_short(ir, w)) {
         return (heuristic, RaiseOutcome::NothingShort);
     }
     let n: usize = heuristic.options.iter().map(|o| o.len()).sum();
@@ -192,13 +170,13 @@ pub fn raise_replicas(
         Some(stage) => RaiseOutcome::Unproved { stage },
         None => RaiseOutcome::Proved,
     };
-    let from = class_counts(ir, &heuristic);
+    let from = heuristic.placed_per_class(ir);
     if class_totals(ir, &counts) <= from {
         return (heuristic, kept);
     }
     let options = heuristic.options.clone();
     let raised = assign::assign_given(ir, index, policy, options, &counts, AfterGiven::Improve);
-    let to = class_counts(ir, &raised);
+    let to = raised.placed_per_class(ir);
     // The passes after placing the counts only add replicas; should they not keep HiGHS's
     // gain (they do by construction), the heuristic's plan stands.
     if to > from {

@@ -25,15 +25,9 @@ pub mod specs;
 /// Replicas `plan` places per class of workload of `ir`: production, staging, development,
 /// experiment (compared lexicographically: what the assignment places first).
 pub fn placed_by_class(ir: &crate::ir::Ir, plan: &crate::plan::Plan) -> [u32; 4] {
-    use crate::ir::WorkloadClass;
     let mut out = [0; 4];
     for (w, p) in ir.workloads.iter().zip(&plan.workloads) {
-        let i = match w.class {
-            WorkloadClass::Production => 0,
-            WorkloadClass::Staging => 1,
-            WorkloadClass::Development => 2,
-            WorkloadClass::Experiment => 3,
-        };
+        let i = crate::placement::assign::class_slot(w.class);
         out[i] += p.placements.iter().map(|x| x.replicas).sum::<u32>();
     }
     out

@@ -23,7 +23,7 @@
 // path; the property tests and planted estates run it over generated estates.
 #![allow(clippy::indexing_slicing)]
 
-use super::{Assigner, Block, NO_POOL, Opt, Scarce};
+use super::{Assigner, Block, NO_POOL, Opt, Scarce, class_slot};
 use crate::ir::WorkloadClass;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -59,16 +59,6 @@ fn key(s: Scarce) -> Key {
     match s {
         Scarce::Pool(p) => (true, p),
         Scarce::Target(t) => (false, t),
-    }
-}
-
-/// Index of a class in a per-class tally, highest priority first.
-pub(super) fn class_slot(c: WorkloadClass) -> usize {
-    match c {
-        WorkloadClass::Production => 0,
-        WorkloadClass::Staging => 1,
-        WorkloadClass::Development => 2,
-        WorkloadClass::Experiment => 3,
     }
 }
 

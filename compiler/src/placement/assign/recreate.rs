@@ -44,7 +44,8 @@
 #![allow(clippy::indexing_slicing)]
 
 use super::Assigner;
-use super::chain::{Step, class_slot};
+use super::chain::Step;
+use super::class_slot;
 use crate::ir::Workload;
 use crate::placement::eligibility::replica_size;
 use crate::splitmix::SplitMix64;

@@ -40,7 +40,8 @@
 // path; the property tests and planted estates run it over generated estates.
 #![allow(clippy::indexing_slicing)]
 
-use super::chain::{class_slot, improves};
+use super::chain::improves;
+use super::class_slot;
 use super::{Assigner, NO_POOL, Opt};
 use crate::placement::eligibility::gpu_units;
 use crate::placement::tally::{add_count, count};
@@ -396,11 +397,7 @@ impl Assigner<'_> {
 
     /// Replicas placed per class in the assignment (highest priority first).
     pub(super) fn assignment_tally(&self) -> [i64; 4] {
-        let mut tally = [0i64; 4];
-        for (w, wl) in self.ir.workloads.iter().enumerate() {
-            tally[class_slot(wl.class)] += i64::from(self.out.placed(w));
-        }
-        tally
+        self.out.placed_per_class(self.ir).map(i64::from)
     }
 
     /// The current assignment as a relaxed state.

@@ -28,7 +28,8 @@
 #![allow(clippy::indexing_slicing)]
 
 use super::Assigner;
-use super::chain::{class_slot, improves};
+use super::chain::improves;
+use super::class_slot;
 use crate::placement::eligibility::gpu_units;
 
 /// Estates of more workloads than this are not repacked (nor planned two ways, see
